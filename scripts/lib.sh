@@ -1,0 +1,27 @@
+# Shared helpers for the scripts: sandbox settings, the client, logging.
+# Source it: . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# conf/sandbox.env into the environment; variables already set win.
+while IFS= read -r _line || [ -n "$_line" ]; do
+    case "$_line" in ''|'#'*) continue ;; esac
+    _key=${_line%%=*}
+    if [ -z "${!_key+x}" ]; then export "$_key=${_line#*=}"; fi
+done < "$repo_root/conf/sandbox.env"
+unset _line _key
+
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# sandbox_sql NAME [client args...]: the mariadb client on a sandbox server.
+sandbox_sql() { "$repo_root/scripts/sandbox.sh" sql "$@"; }
+
+# Port of a sandbox server name (master, replicaK).
+sandbox_port() {
+    case "$1" in
+        master) echo "$SANDBOX_MASTER_PORT" ;;
+        replica*) echo $((SANDBOX_MASTER_PORT + ${1#replica})) ;;
+        *) die "unknown server $1" ;;
+    esac
+}

@@ -1,0 +1,33 @@
+//! # shardrep
+//!
+//! A parallel replication applier for MySQL-family databases. shardrep takes
+//! over an existing replica, reads the master's row-based binlog, keeps every
+//! transaction in an on-disk queue, assigns each transaction to one of N apply
+//! channels by its shard (schema), applies the channels in parallel and can
+//! hand the replica back to native replication at the exact point where it
+//! stopped.
+//!
+//! ```text
+//!  source ──> extractor ──> queue (sled) ──> scheduler ──> channel 0 ──> replica
+//!  (files |   decode,        durable,         filter,       channel 1 ──>
+//!   live)     seqno, shard   ordered by       assign,        ...
+//!                            seqno            barriers      channel N-1 ──>
+//! ```
+//!
+//! ## Glossary
+//! - **service**: one replication flow from one source master to one replica.
+//! - **seqno**: dense `u64` assigned by the extractor, from 0, one per source
+//!   transaction ([`position::Seqno`]). **epoch**: the seqno at which the
+//!   current extraction run started ([`position::Epoch`]).
+//! - **binlog position** / event id: `file:pos` of the master binlog *after* a
+//!   transaction ([`position::BinlogPosition`]). **GTID**: MariaDB
+//!   `domain-server-seq` ([`position::Gtid`], [`position::GtidPos`]).
+//! - **shard**: the schema a transaction touches, `#UNKNOWN` otherwise.
+//! - **channel**: one apply lane `0..N-1` ([`position::ChannelId`]).
+//! - **critical shard**: a shard whose transactions run alone.
+//! - **restart position**: the per-channel row committed with the data.
+//!
+//! The architecture and contracts are in `shared/DESIGN.md`.
+
+pub mod config;
+pub mod position;
