@@ -30,4 +30,7 @@
 //! The architecture and contracts are in `shared/DESIGN.md`.
 
 pub mod config;
+pub mod event;
+pub mod extractor;
+pub mod inspect;
 pub mod position;

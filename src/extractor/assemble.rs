@@ -1,0 +1,678 @@
+//! Assembling decoded events into transactions.
+//!
+//! The rules follow how MySQL and MariaDB group events in the binlog
+//! (MariaDB knowledge base "GTID" and "Binary Log Formats"; MySQL internals
+//! "Replication > Binary log"):
+//! - MariaDB: a GTID event (162) opens every transaction; it stands in for
+//!   `BEGIN`. With `FL_STANDALONE` set the transaction is the single
+//!   statement that follows (DDL); otherwise it ends at XID (transactional
+//!   engines) or at a QUERY `COMMIT` (non-transactional engines).
+//! - MySQL, and servers without GTIDs: an optional GTID event, then either
+//!   `BEGIN` … `XID`/`COMMIT`, or one standalone statement (DDL).
+//! - INTVAR, RAND and USER_VAR events belong to the statement that follows
+//!   them; ANNOTATE_ROWS/ROWS_QUERY are kept for display.
+//! - A `ROLLBACK` query ends a transaction whose non-transactional changes
+//!   were real on the master: it is kept as the transaction's last
+//!   statement so the applier rolls back exactly as the master did.
+//!
+//! Every transaction carries the binlog position after its last event (the
+//! restart position) and the GTID position it leaves the stream at.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::event::{Change, RowsChange, SessionContext, Statement, Transaction, UNKNOWN_SHARD};
+use crate::position::{BinlogPosition, Gtid, GtidPos, Seqno};
+
+use super::{BinlogEvent, EventBody, ExtractError};
+
+/// MariaDB GTID event flag `FL_STANDALONE`: a single statement without
+/// BEGIN/COMMIT follows.
+pub const GTID_FL_STANDALONE: u8 = 1;
+
+/// A transaction being assembled.
+#[derive(Debug)]
+struct Open {
+    txn: Transaction,
+    /// Table id → index into `txn.tables`.
+    table_index: HashMap<u64, u32>,
+    /// A standalone statement ends the transaction (MariaDB FL_STANDALONE,
+    /// or a GTID/statement without BEGIN).
+    standalone: bool,
+    /// BEGIN (or a MariaDB non-standalone GTID) was seen.
+    explicit: bool,
+}
+
+/// Turns decoded events into transactions, assigning dense seqnos.
+///
+/// Feed every event in binlog order with [`Assembler::push`]; it returns a
+/// transaction when one completes. After a connection loss, call
+/// [`Assembler::discard_partial`] and resume the source at
+/// [`Assembler::resume_position`].
+#[derive(Debug)]
+pub struct Assembler {
+    next_seqno: Seqno,
+    open: Option<Open>,
+    /// GTID seen (MySQL) that belongs to the next transaction.
+    pending_gtid: Option<(Gtid, Option<u64>, BinlogPosition)>,
+    /// INTVAR/RAND/USER_VAR context for the next statement.
+    pending_context: SessionContext,
+    /// Binlog position after the last complete transaction, or the start.
+    resume: BinlogPosition,
+    /// GTID position after the last complete transaction.
+    gtid_pos: GtidPos,
+}
+
+impl Assembler {
+    /// A new assembler whose first transaction gets `next_seqno`, starting
+    /// at binlog position `start` with GTID position `gtid_pos` (empty when
+    /// unknown).
+    pub fn new(next_seqno: Seqno, start: BinlogPosition, gtid_pos: GtidPos) -> Assembler {
+        Assembler {
+            next_seqno,
+            open: None,
+            pending_gtid: None,
+            pending_context: SessionContext::default(),
+            resume: start,
+            gtid_pos,
+        }
+    }
+
+    /// The seqno the next completed transaction will get.
+    pub fn next_seqno(&self) -> Seqno {
+        self.next_seqno
+    }
+
+    /// Binlog position after the last complete transaction (where a
+    /// restarted source must resume; never inside a transaction).
+    pub fn resume_position(&self) -> &BinlogPosition {
+        &self.resume
+    }
+
+    /// GTID position after the last complete transaction.
+    pub fn gtid_position(&self) -> &GtidPos {
+        &self.gtid_pos
+    }
+
+    /// Whether a transaction is open (events seen since its start, not
+    /// committed yet).
+    pub fn in_transaction(&self) -> bool {
+        self.open.is_some() || self.pending_gtid.is_some()
+    }
+
+    /// Forgets a partly received transaction (after a connection loss); the
+    /// source must resume at [`Assembler::resume_position`].
+    pub fn discard_partial(&mut self) {
+        self.open = None;
+        self.pending_gtid = None;
+        self.pending_context = SessionContext::default();
+    }
+
+    /// Feeds one event; `end` is the binlog position just after it. Returns
+    /// the transaction it completes, if any.
+    ///
+    /// # Errors
+    /// [`ExtractError::Sequence`] when the event cannot occur where it is:
+    /// a rows event outside a transaction, a GTID or rotation inside one, a
+    /// rows event naming a table id without a TABLE_MAP in this transaction.
+    pub fn push(
+        &mut self,
+        event: BinlogEvent,
+        end: &BinlogPosition,
+    ) -> Result<Option<Transaction>, ExtractError> {
+        let BinlogEvent {
+            header,
+            position,
+            body,
+        } = event;
+        match body {
+            EventBody::MariadbGtid {
+                gtid,
+                commit_id,
+                flags,
+            } => {
+                self.expect_idle(&position, "GTID")?;
+                let mut open = self.open_txn(header.server_id, Some(gtid), commit_id, &position);
+                open.standalone = flags & GTID_FL_STANDALONE != 0;
+                open.explicit = !open.standalone;
+                self.open = Some(open);
+                Ok(None)
+            }
+            EventBody::MysqlGtid { uuid, gno } => {
+                self.expect_idle(&position, "GTID")?;
+                // MySQL GTIDs are kept for display only; positions are
+                // file:pos. The anonymous GTID carries no identity.
+                let _ = (uuid, gno);
+                self.pending_gtid = None;
+                Ok(None)
+            }
+            EventBody::Begin => {
+                match &mut self.open {
+                    Some(open) if open.explicit && open.txn.changes.is_empty() => {}
+                    Some(_) => {
+                        return Err(sequence(&position, "BEGIN inside an open transaction"));
+                    }
+                    None => {
+                        let mut open = self.open_txn(header.server_id, None, None, &position);
+                        open.explicit = true;
+                        self.open = Some(open);
+                    }
+                }
+                Ok(None)
+            }
+            EventBody::Xid(_) | EventBody::Commit => {
+                if self.open.is_none() {
+                    return Err(sequence(&position, "COMMIT/XID outside a transaction"));
+                }
+                Ok(Some(self.finish(header.timestamp, end)))
+            }
+            EventBody::Rollback => {
+                let Some(open) = self.open.as_mut() else {
+                    return Err(sequence(&position, "ROLLBACK outside a transaction"));
+                };
+                open.txn.changes.push(Change::Statement(Statement {
+                    sql: b"ROLLBACK".to_vec(),
+                    default_schema: None,
+                    context: SessionContext::default(),
+                    error_code: 0,
+                }));
+                Ok(Some(self.finish(header.timestamp, end)))
+            }
+            EventBody::Query(mut statement) => {
+                let context = std::mem::take(&mut self.pending_context);
+                statement.context.insert_id = context.insert_id;
+                statement.context.last_insert_id = context.last_insert_id;
+                statement.context.rand_seeds = context.rand_seeds;
+                statement.context.user_vars = context.user_vars;
+                let standalone = match &self.open {
+                    Some(open) => open.standalone,
+                    None => {
+                        self.open = Some(self.open_txn(header.server_id, None, None, &position));
+                        true
+                    }
+                };
+                let open = self.open.as_mut().expect("opened above");
+                open.txn.changes.push(Change::Statement(statement));
+                if standalone {
+                    Ok(Some(self.finish(header.timestamp, end)))
+                } else {
+                    Ok(None)
+                }
+            }
+            EventBody::TableMap(table) => {
+                let open = self.require_open(&position, "TABLE_MAP")?;
+                let index = open.txn.tables.len() as u32;
+                open.table_index.insert(table.table_id, index);
+                open.txn.tables.push(table);
+                Ok(None)
+            }
+            EventBody::Rows {
+                table_id,
+                kind,
+                flags,
+                rows,
+            } => {
+                let open = self.require_open(&position, "rows")?;
+                let Some(&table) = open.table_index.get(&table_id) else {
+                    return Err(sequence(
+                        &position,
+                        &format!("rows event for table id {table_id} without a TABLE_MAP in its transaction"),
+                    ));
+                };
+                open.txn.changes.push(Change::Rows(RowsChange {
+                    table,
+                    kind,
+                    flags,
+                    rows,
+                }));
+                Ok(None)
+            }
+            EventBody::AnnotateRows(sql) => {
+                // An annotation belongs to a transaction; outside one (never
+                // seen in practice) it has nothing to describe.
+                if let Some(open) = self.open.as_mut() {
+                    open.txn.changes.push(Change::Annotation(sql));
+                }
+                Ok(None)
+            }
+            EventBody::Intvar { kind, value } => {
+                match kind {
+                    1 => self.pending_context.last_insert_id = Some(value),
+                    _ => self.pending_context.insert_id = Some(value),
+                }
+                Ok(None)
+            }
+            EventBody::Rand { seed1, seed2 } => {
+                self.pending_context.rand_seeds = Some((seed1, seed2));
+                Ok(None)
+            }
+            EventBody::UserVar(var) => {
+                self.pending_context.user_vars.push(var);
+                Ok(None)
+            }
+            EventBody::Rotate { artificial, .. } => {
+                if !artificial && self.open.is_some() {
+                    return Err(sequence(&position, "ROTATE inside an open transaction"));
+                }
+                Ok(None)
+            }
+            EventBody::FormatDescription(_) => {
+                // A FORMAT_DESCRIPTION with log_pos 0 is the master's
+                // re-send at the start of a dump; a real one starts a file,
+                // which cannot happen inside a transaction.
+                if header.log_pos != 0 && self.open.is_some() {
+                    return Err(sequence(
+                        &position,
+                        "FORMAT_DESCRIPTION inside an open transaction",
+                    ));
+                }
+                Ok(None)
+            }
+            EventBody::Stop => {
+                if self.open.is_some() {
+                    return Err(sequence(&position, "STOP inside an open transaction"));
+                }
+                Ok(None)
+            }
+            EventBody::Heartbeat
+            | EventBody::BinlogCheckpoint { .. }
+            | EventBody::GtidList(_)
+            | EventBody::Ignored => Ok(None),
+        }
+    }
+
+    fn expect_idle(&self, position: &BinlogPosition, what: &str) -> Result<(), ExtractError> {
+        if self.open.is_some() {
+            return Err(sequence(
+                position,
+                &format!("{what} event inside an open transaction (the previous transaction never ended)"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn require_open(
+        &mut self,
+        position: &BinlogPosition,
+        what: &str,
+    ) -> Result<&mut Open, ExtractError> {
+        self.open
+            .as_mut()
+            .ok_or_else(|| sequence(position, &format!("{what} event outside a transaction")))
+    }
+
+    fn open_txn(
+        &self,
+        server_id: u32,
+        gtid: Option<Gtid>,
+        commit_id: Option<u64>,
+        position: &BinlogPosition,
+    ) -> Open {
+        Open {
+            txn: Transaction {
+                seqno: self.next_seqno,
+                server_id,
+                gtid,
+                commit_id,
+                start_position: position.clone(),
+                end_position: position.clone(),
+                commit_timestamp: 0,
+                shard: String::new(),
+                tables: Vec::new(),
+                changes: Vec::new(),
+            },
+            table_index: HashMap::new(),
+            standalone: false,
+            explicit: false,
+        }
+    }
+
+    fn finish(&mut self, timestamp: u32, end: &BinlogPosition) -> Transaction {
+        let Open { mut txn, .. } = self.open.take().expect("caller checked");
+        txn.end_position = end.clone();
+        txn.commit_timestamp = timestamp;
+        txn.shard = shard_of(&txn);
+        if let Some(gtid) = txn.gtid {
+            self.gtid_pos.update(gtid);
+        }
+        self.resume = end.clone();
+        self.next_seqno = self.next_seqno.next();
+        self.pending_context = SessionContext::default();
+        txn
+    }
+}
+
+fn sequence(position: &BinlogPosition, message: &str) -> ExtractError {
+    ExtractError::Sequence {
+        position: position.clone(),
+        message: message.to_string(),
+    }
+}
+
+/// The shard of a transaction (shared/DESIGN.md §2): the one schema its row
+/// changes touch. Statements are attributed conservatively: `CREATE/DROP
+/// DATABASE|SCHEMA x` gives `x`; any other statement gives
+/// [`UNKNOWN_SHARD`] (critical, so it runs alone: always safe) until the
+/// SQL-parsing shard rules refine it. Two or more schemas, or none, give
+/// [`UNKNOWN_SHARD`].
+pub fn shard_of(txn: &Transaction) -> String {
+    let mut shard: Option<String> = None;
+    for change in &txn.changes {
+        let schema: Cow<'_, str> = match change {
+            Change::Rows(rows) => Cow::Borrowed(&txn.tables[rows.table as usize].schema),
+            Change::Statement(s) if s.sql.eq_ignore_ascii_case(b"ROLLBACK") => continue,
+            Change::Statement(s) => match database_statement_target(&s.sql) {
+                Some(name) => Cow::Owned(name),
+                None => return UNKNOWN_SHARD.to_string(),
+            },
+            Change::Annotation(_) => continue,
+        };
+        match &shard {
+            None => shard = Some(schema.into_owned()),
+            Some(s) if *s == *schema => {}
+            Some(_) => return UNKNOWN_SHARD.to_string(),
+        }
+    }
+    shard.unwrap_or_else(|| UNKNOWN_SHARD.to_string())
+}
+
+/// The database named by `CREATE DATABASE|SCHEMA [IF NOT EXISTS] x` or
+/// `DROP DATABASE|SCHEMA [IF EXISTS] x` (optionally backquoted, with a
+/// doubled backtick inside), else `None`.
+fn database_statement_target(sql: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(sql).ok()?;
+    let mut words = text.split_ascii_whitespace();
+    let verb = words.next()?;
+    if !verb.eq_ignore_ascii_case("CREATE") && !verb.eq_ignore_ascii_case("DROP") {
+        return None;
+    }
+    let object = words.next()?;
+    if !object.eq_ignore_ascii_case("DATABASE") && !object.eq_ignore_ascii_case("SCHEMA") {
+        return None;
+    }
+    // The rest after the object keyword, with IF [NOT] EXISTS removed.
+    let start = text.find(object)? + object.len();
+    let mut rest = text[start..].trim_start();
+    for word in ["IF", "NOT", "EXISTS"] {
+        if rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word) {
+            let after = &rest[word.len()..];
+            if after.starts_with(|c: char| c.is_ascii_whitespace()) {
+                rest = after.trim_start();
+            }
+        }
+    }
+    if let Some(quoted) = rest.strip_prefix('`') {
+        let mut name = String::new();
+        let mut chars = quoted.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '`' {
+                if chars.peek() == Some(&'`') {
+                    chars.next();
+                    name.push('`');
+                } else {
+                    return Some(name);
+                }
+            } else {
+                name.push(c);
+            }
+        }
+        None
+    } else {
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        (!name.is_empty()).then_some(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ColumnInfo, RowImage, RowKind, RowPair, TableInfo, Value};
+    use crate::extractor::EventHeader;
+
+    fn pos(offset: u64) -> BinlogPosition {
+        BinlogPosition::new("mariadb-bin.000001", offset).unwrap()
+    }
+
+    fn event(offset: u64, body: EventBody) -> BinlogEvent {
+        BinlogEvent {
+            header: EventHeader {
+                timestamp: 1_700_000_000 + offset as u32,
+                type_code: 0,
+                server_id: 7,
+                event_size: 10,
+                log_pos: (offset + 10) as u32,
+                flags: 0,
+            },
+            position: pos(offset),
+            body,
+        }
+    }
+
+    fn table(id: u64, schema: &str) -> TableInfo {
+        TableInfo {
+            table_id: id,
+            schema: schema.into(),
+            table: "t".into(),
+            columns: vec![ColumnInfo {
+                column_type: crate::event::column_type::LONG,
+                meta: 0,
+                nullable: false,
+                name: Some("id".into()),
+                unsigned: Some(false),
+                charset: None,
+            }],
+            primary_key: Some(vec![0]),
+        }
+    }
+
+    fn insert(id: u64, v: i64) -> EventBody {
+        EventBody::Rows {
+            table_id: id,
+            kind: RowKind::Insert,
+            flags: 1,
+            rows: vec![RowPair {
+                before: None,
+                after: Some(RowImage {
+                    columns: vec![0],
+                    values: vec![Value::Int(v)],
+                }),
+            }],
+        }
+    }
+
+    fn gtid(seq: u64, flags: u8) -> EventBody {
+        EventBody::MariadbGtid {
+            gtid: Gtid::new(0, 7, seq),
+            commit_id: None,
+            flags,
+        }
+    }
+
+    fn statement(sql: &str, db: Option<&str>) -> EventBody {
+        EventBody::Query(Statement {
+            sql: sql.as_bytes().to_vec(),
+            default_schema: db.map(str::to_string),
+            context: SessionContext::default(),
+            error_code: 0,
+        })
+    }
+
+    /// Feeds events at offsets 100, 110, ... and collects transactions.
+    fn run(a: &mut Assembler, bodies: Vec<EventBody>) -> Result<Vec<Transaction>, ExtractError> {
+        let mut out = Vec::new();
+        for (i, body) in bodies.into_iter().enumerate() {
+            let offset = 100 + 10 * i as u64;
+            if let Some(t) = a.push(event(offset, body), &pos(offset + 10))? {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn mariadb_row_transaction_ends_at_xid_with_its_position_and_shard() {
+        let mut a = Assembler::new(Seqno(5), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                gtid(42, 0),
+                EventBody::AnnotateRows(b"insert into t values (1)".to_vec()),
+                EventBody::TableMap(table(70, "acme")),
+                insert(70, 1),
+                EventBody::Xid(9),
+            ],
+        )
+        .unwrap();
+        assert_eq!(txns.len(), 1);
+        let t = &txns[0];
+        assert_eq!(t.seqno, Seqno(5));
+        assert_eq!(t.gtid, Some(Gtid::new(0, 7, 42)));
+        assert_eq!(t.server_id, 7);
+        assert_eq!(t.start_position, pos(100));
+        assert_eq!(t.end_position, pos(150));
+        assert_eq!(t.commit_timestamp, 1_700_000_140);
+        assert_eq!(t.shard, "acme");
+        assert_eq!(t.changes.len(), 2);
+        assert_eq!(a.resume_position(), &pos(150));
+        assert_eq!(a.gtid_position().to_string(), "0-7-42");
+        assert_eq!(a.next_seqno(), Seqno(6));
+    }
+
+    #[test]
+    fn standalone_ddl_is_one_transaction_and_critical() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                gtid(1, GTID_FL_STANDALONE),
+                statement("CREATE TABLE t (id INT)", Some("acme")),
+                gtid(2, GTID_FL_STANDALONE),
+                statement("CREATE DATABASE `we``ird`", None),
+            ],
+        )
+        .unwrap();
+        assert_eq!(txns.len(), 2);
+        assert_eq!(txns[0].shard, UNKNOWN_SHARD);
+        assert_eq!(txns[0].end_position, pos(120));
+        assert_eq!(txns[1].shard, "we`ird");
+        assert_eq!(txns[1].seqno, Seqno(1));
+    }
+
+    #[test]
+    fn two_schemas_give_unknown_shard() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                EventBody::Begin,
+                EventBody::TableMap(table(1, "a")),
+                EventBody::TableMap(table(2, "b")),
+                insert(1, 1),
+                insert(2, 2),
+                EventBody::Commit,
+            ],
+        )
+        .unwrap();
+        assert_eq!(txns[0].shard, UNKNOWN_SHARD);
+        assert_eq!(txns[0].gtid, None);
+    }
+
+    #[test]
+    fn session_events_attach_to_the_next_statement() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                gtid(1, 0),
+                EventBody::Intvar { kind: 2, value: 77 },
+                EventBody::Rand { seed1: 1, seed2: 2 },
+                statement("INSERT INTO t VALUES (NULL, RAND())", Some("acme")),
+                EventBody::Commit,
+            ],
+        )
+        .unwrap();
+        let Change::Statement(s) = &txns[0].changes[0] else {
+            panic!("expected a statement")
+        };
+        assert_eq!(s.context.insert_id, Some(77));
+        assert_eq!(s.context.rand_seeds, Some((1, 2)));
+    }
+
+    #[test]
+    fn rows_outside_a_transaction_and_unmapped_tables_are_errors() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let err = run(&mut a, vec![insert(1, 1)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "binlog mariadb-bin.000001:100: rows event outside a transaction"
+        );
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let err = run(&mut a, vec![gtid(1, 0), insert(9, 1)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "binlog mariadb-bin.000001:110: rows event for table id 9 without a TABLE_MAP in its transaction"
+        );
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let err = run(&mut a, vec![gtid(1, 0), gtid(2, 0)]).unwrap_err();
+        assert!(err.to_string().contains("previous transaction never ended"));
+    }
+
+    #[test]
+    fn discard_partial_keeps_the_last_complete_position() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        run(
+            &mut a,
+            vec![
+                gtid(1, 0),
+                EventBody::TableMap(table(1, "a")),
+                insert(1, 1),
+                EventBody::Xid(1),
+                gtid(2, 0),
+                EventBody::TableMap(table(1, "a")),
+            ],
+        )
+        .unwrap();
+        assert!(a.in_transaction());
+        a.discard_partial();
+        assert!(!a.in_transaction());
+        assert_eq!(a.resume_position(), &pos(140));
+        assert_eq!(a.gtid_position().to_string(), "0-7-1");
+        assert_eq!(a.next_seqno(), Seqno(1));
+    }
+
+    #[test]
+    fn rollback_is_kept_as_the_last_statement() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                EventBody::Begin,
+                EventBody::TableMap(table(1, "a")),
+                insert(1, 1),
+                EventBody::Rollback,
+            ],
+        )
+        .unwrap();
+        let Change::Statement(s) = txns[0].changes.last().unwrap() else {
+            panic!("expected ROLLBACK")
+        };
+        assert_eq!(s.sql, b"ROLLBACK");
+        assert_eq!(txns[0].shard, "a");
+    }
+
+    #[test]
+    fn database_targets() {
+        assert_eq!(
+            database_statement_target(b"create database if not exists foo"),
+            Some("foo".into())
+        );
+        assert_eq!(
+            database_statement_target(b"DROP SCHEMA IF EXISTS `a``b`"),
+            Some("a`b".into())
+        );
+        assert_eq!(database_statement_target(b"DROP TABLE x"), None);
+    }
+}

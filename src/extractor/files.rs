@@ -1,0 +1,1188 @@
+//! Binlog files in a directory as an event source.
+//!
+//! [`FileSource`] reads the binlog files of a master (or a copy of them) from
+//! a directory, starting at a [`BinlogPosition`], and hands out each event's
+//! complete bytes (19-byte header, body, checksum trailer when present) with
+//! the position where the event starts. It follows rotation: after a ROTATE
+//! event it continues in the file the ROTATE names; at the end of a file
+//! without one (a server that crashed, or a file set copied by hand) it
+//! continues in the next file listed by the index file.
+//!
+//! # Start position and the replayed FORMAT_DESCRIPTION
+//! A start offset of 0 or 4 means the start of the file. When the start
+//! offset is past the first event, the file's FORMAT_DESCRIPTION event (at
+//! offset 4) is still delivered **first**, with its real position
+//! (`file:4`), because the decoder needs it to know the file's checksum
+//! algorithm and post-header lengths. The next event is then the one at the
+//! start offset. So a caller sees one event whose position is *before*
+//! [`FileSource::start`]: it is context for the decoder only, not part of the
+//! requested range, and must not move a resume position backwards.
+//! [`RawEvent`]s with `position < source.start()` are exactly these.
+//!
+//! # Index file
+//! The index (`<base>.index` in the directory unless another is given) lists
+//! one binlog path a line; paths may be relative or absolute, and only their
+//! file name is used: files are always opened in the source's directory, so
+//! a copied directory works. Without an index file the directory's files
+//! named `<base>.<digits>` are used in index order.
+//!
+//! # Modes
+//! - `follow = false`: read what is there and stop with `Ok(None)` at the
+//!   end of the last file. A last event that is cut short is an
+//!   [`ExtractError::File`] naming file, offset and the expected and actual
+//!   sizes.
+//! - `follow = true` (tail): at the end of the last file, wait and poll for
+//!   more bytes or a new file; a partly written event is waited for and never
+//!   handed out. [`EventSource::next_event`] then only returns when an event
+//!   is complete (or on an error). A cut-short event in a file the server
+//!   has already rotated away from is an error in both modes.
+//!
+//! # Checks
+//! Every file must start with the binlog magic `fe 62 69 6e`; every event
+//! must be at least 19 bytes and at most [`FileOptions::max_event_size`]; with
+//! [`FileOptions::verify_log_pos`] (the default) every event's header
+//! `log_pos` must be the offset just after it (modulo 2^32), which catches a
+//! start offset in the middle of an event and a corrupt size. Each problem is
+//! an [`ExtractError::File`] with the file path and offset. Nothing panics.
+//!
+//! # Bytes
+//! Events are handed out exactly as stored. Note for checksum checks: in the
+//! file a MariaDB master is still writing, the FORMAT_DESCRIPTION has
+//! `LOG_EVENT_BINLOG_IN_USE_F` (0x1) set, and its CRC-32 was computed with
+//! that flag clear (the live stream sends it cleared).
+//!
+//! # I/O
+//! Files are read with a large buffered reader (1 MiB by default) and each
+//! event is read exactly once into its own `Vec`. The reads are ordinary
+//! blocking file reads done inside the async `next_event` (local files, page
+//! cache, at most one buffer refill per call); only the follow-mode waits
+//! are async sleeps. [`FileSource::try_next_event`] is the same reader
+//! without any waiting, usable from synchronous code. `next_event` is
+//! cancellation safe: when its future is dropped while waiting, nothing has
+//! been consumed and the next call continues at the same event.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::FilesSourceConfig;
+use crate::position::BinlogPosition;
+
+use super::{EventHeader, EventSource, ExtractError, RawEvent, BINLOG_MAGIC, EVENT_HEADER_LEN};
+
+/// Event type code of ROTATE.
+pub(crate) const ROTATE_EVENT: u8 = 4;
+/// Event type code of FORMAT_DESCRIPTION.
+pub(crate) const FORMAT_DESCRIPTION_EVENT: u8 = 15;
+/// Event type code of HEARTBEAT.
+pub(crate) const HEARTBEAT_EVENT: u8 = 27;
+
+/// Default largest accepted event: 1 GiB (MariaDB's largest
+/// `max_allowed_packet`) plus 64 KiB for the event's header, post-header,
+/// row-image overhead and checksum.
+pub const DEFAULT_MAX_EVENT_SIZE: u32 = (1 << 30) + (64 << 10);
+
+/// Options of a [`FileSource`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileOptions {
+    /// Tail the last file (wait for more) instead of stopping at its end.
+    /// Default `false`.
+    pub follow: bool,
+    /// In follow mode, the longest wait between two looks at the last file
+    /// and the index. The wait starts at 1 ms and doubles up to this.
+    /// Default 50 ms.
+    pub poll_interval: Duration,
+    /// The index file, relative to the directory (or absolute). `None`: the
+    /// directory's `<base>.index` when it exists, else the directory's
+    /// `<base>.<digits>` files in index order. Default `None`.
+    pub index_file: Option<PathBuf>,
+    /// Largest accepted `event_size`, bytes; larger is a corrupt file.
+    /// Default [`DEFAULT_MAX_EVENT_SIZE`].
+    pub max_event_size: u32,
+    /// Check that every event's header `log_pos` is the offset just after
+    /// it (true for every binlog a master writes; not for relay logs).
+    /// Default `true`.
+    pub verify_log_pos: bool,
+    /// Capacity of the buffered reader, bytes. Default 1 MiB.
+    pub read_buffer_size: usize,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            follow: false,
+            poll_interval: Duration::from_millis(50),
+            index_file: None,
+            max_event_size: DEFAULT_MAX_EVENT_SIZE,
+            verify_log_pos: true,
+            read_buffer_size: 1 << 20,
+        }
+    }
+}
+
+impl FileOptions {
+    /// The defaults with `follow` set.
+    pub fn follow(follow: bool) -> Self {
+        FileOptions {
+            follow,
+            ..FileOptions::default()
+        }
+    }
+}
+
+/// The open file being read.
+struct OpenFile {
+    /// Full path (for errors).
+    path: PathBuf,
+    /// Buffered reader, positioned at `offset`.
+    reader: BufReader<File>,
+    /// File length as last seen; refreshed only when a read needs more.
+    known_len: u64,
+}
+
+/// What the next read attempt found.
+enum Step {
+    /// A complete event.
+    Event(RawEvent),
+    /// The current file is done; continue in this one at this offset.
+    Switch(String, u64),
+    /// Nothing more is available now.
+    Wait,
+}
+
+/// How the current file's end looks.
+enum Tail {
+    /// Clean end: no bytes after the last complete event.
+    Clean,
+    /// `have` bytes of an event (or header) that needs `need`.
+    Partial { have: u64, need: u64 },
+}
+
+/// Binlog files in a directory as an [`EventSource`]; see the module
+/// documentation for the start rule, the modes and the checks.
+pub struct FileSource {
+    dir: PathBuf,
+    options: FileOptions,
+    start: BinlogPosition,
+    /// Position of the next event to hand out.
+    position: BinlogPosition,
+    /// The open current file (`position.file()`), if opened.
+    file: Option<OpenFile>,
+    /// The start file's FORMAT_DESCRIPTION must be delivered before the
+    /// event at `start` (start offset past the first event).
+    replay_fde: bool,
+    /// Whether the current file's events carry a CRC-32 trailer, from its
+    /// FORMAT_DESCRIPTION; `None` before it was seen.
+    crc: Option<bool>,
+    /// After a real ROTATE: the file and offset it names.
+    rotate_to: Option<(String, u64)>,
+    /// Buffer for the 19-byte header.
+    header: [u8; EVENT_HEADER_LEN],
+}
+
+impl FileSource {
+    /// A source reading binlog files from `dir`, starting at `start`
+    /// (offset 0 or 4: the file's start). Nothing is opened yet: a missing
+    /// file or bad magic is reported by the first `next_event`.
+    ///
+    /// # Errors
+    /// [`ExtractError::File`] when `start`'s offset is 1..=3 (inside the
+    /// magic).
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        start: BinlogPosition,
+        options: FileOptions,
+    ) -> Result<FileSource, ExtractError> {
+        let dir = dir.into();
+        let offset = start.offset();
+        if (1..4).contains(&offset) {
+            return Err(ExtractError::File {
+                file: dir.join(start.file()).display().to_string(),
+                offset,
+                message: "start offset inside the 4-byte binlog magic: expected 0, 4 or \
+                          the offset of an event"
+                    .to_owned(),
+            });
+        }
+        let start = if offset < 4 {
+            start.with_offset(4)
+        } else {
+            start
+        };
+        Ok(FileSource {
+            dir,
+            replay_fde: start.offset() > 4,
+            position: start.clone(),
+            start,
+            options,
+            file: None,
+            crc: None,
+            rotate_to: None,
+            header: [0; EVENT_HEADER_LEN],
+        })
+    }
+
+    /// A source for a `[source] kind = "files"` configuration.
+    ///
+    /// # Errors
+    /// As [`FileSource::new`].
+    pub fn from_config(
+        config: &FilesSourceConfig,
+        start: BinlogPosition,
+        follow: bool,
+    ) -> Result<FileSource, ExtractError> {
+        let options = FileOptions {
+            follow,
+            index_file: config.binlog_index.clone(),
+            ..FileOptions::default()
+        };
+        FileSource::new(config.binlog_dir.clone(), start, options)
+    }
+
+    /// Where reading started (offset 0 normalized to 4). An event handed out
+    /// with a position before this is the start file's replayed
+    /// FORMAT_DESCRIPTION.
+    pub fn start(&self) -> &BinlogPosition {
+        &self.start
+    }
+
+    /// Where the next event starts (after a ROTATE: the file it names, once
+    /// the source has moved there).
+    pub fn position(&self) -> &BinlogPosition {
+        &self.position
+    }
+
+    /// The directory read.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The options.
+    pub fn options(&self) -> &FileOptions {
+        &self.options
+    }
+
+    /// The next event if one is complete now, without waiting: `Ok(None)`
+    /// when nothing more is available at the moment (in follow mode a
+    /// partly written event also gives `Ok(None)`; without follow it is an
+    /// error).
+    ///
+    /// # Errors
+    /// [`ExtractError::File`] for a missing file, bad magic, a bad event
+    /// size or `log_pos`, a cut-short event; [`ExtractError::Io`] for read
+    /// errors.
+    pub fn try_next_event(&mut self) -> Result<Option<RawEvent>, ExtractError> {
+        loop {
+            match self.step()? {
+                Step::Event(event) => return Ok(Some(event)),
+                Step::Wait => return Ok(None),
+                Step::Switch(file, offset) => self.switch_to(file, offset)?,
+            }
+        }
+    }
+
+    fn path_of(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    fn file_error(&self, offset: u64, message: impl Into<String>) -> ExtractError {
+        ExtractError::File {
+            file: self.path_of(self.position.file()).display().to_string(),
+            offset,
+            message: message.into(),
+        }
+    }
+
+    fn io_error(path: &Path, source: std::io::Error) -> ExtractError {
+        ExtractError::Io {
+            file: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// Moves to `file` at `offset` (the previous file is done).
+    fn switch_to(&mut self, file: String, offset: u64) -> Result<(), ExtractError> {
+        let next = BinlogPosition::new(file, offset.max(4)).map_err(|e| {
+            self.file_error(self.position.offset(), format!("cannot continue: {e}"))
+        })?;
+        tracing::debug!(from = %self.position, to = %next, "binlog file source: next file");
+        self.position = next;
+        self.file = None;
+        self.crc = None;
+        self.rotate_to = None;
+        self.replay_fde = false;
+        Ok(())
+    }
+
+    /// Opens the current file when not open: checks the magic and positions
+    /// the reader. `Ok(false)`: not ready yet (follow mode: missing magic).
+    fn ensure_open(&mut self) -> Result<bool, ExtractError> {
+        if self.file.is_some() {
+            return Ok(true);
+        }
+        let path = self.path_of(self.position.file());
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ExtractError::File {
+                    file: path.display().to_string(),
+                    offset: self.position.offset(),
+                    message: format!(
+                        "binlog file not found in {} (purged, or a wrong start position?)",
+                        self.dir.display()
+                    ),
+                });
+            }
+            Err(e) => return Err(Self::io_error(&path, e)),
+        };
+        let len = file.metadata().map_err(|e| Self::io_error(&path, e))?.len();
+        if len < BINLOG_MAGIC.len() as u64 {
+            if self.options.follow {
+                return Ok(false);
+            }
+            return Err(ExtractError::File {
+                file: path.display().to_string(),
+                offset: 0,
+                message: format!(
+                    "expected the 4-byte binlog magic fe 62 69 6e, the file has {len} bytes"
+                ),
+            });
+        }
+        let mut reader = BufReader::with_capacity(self.options.read_buffer_size.max(4096), file);
+        let mut magic = [0u8; 4];
+        reader
+            .read_exact(&mut magic)
+            .map_err(|e| Self::io_error(&path, e))?;
+        if magic != BINLOG_MAGIC {
+            return Err(ExtractError::File {
+                file: path.display().to_string(),
+                offset: 0,
+                message: format!(
+                    "not a binlog file: expected magic fe 62 69 6e, found {}",
+                    hex(&magic)
+                ),
+            });
+        }
+        if self.position.offset() > len && !self.options.follow {
+            return Err(ExtractError::File {
+                file: path.display().to_string(),
+                offset: self.position.offset(),
+                message: format!("start offset is beyond the end of the file ({len} bytes)"),
+            });
+        }
+        let target = if self.replay_fde {
+            4
+        } else {
+            self.position.offset()
+        };
+        if target != 4 {
+            reader
+                .seek(SeekFrom::Start(target))
+                .map_err(|e| Self::io_error(&path, e))?;
+        }
+        self.file = Some(OpenFile {
+            path,
+            reader,
+            known_len: len,
+        });
+        Ok(true)
+    }
+
+    /// One attempt to produce the next event.
+    fn step(&mut self) -> Result<Step, ExtractError> {
+        if let Some((file, offset)) = self.rotate_to.clone() {
+            // The previous file ended with a real ROTATE: move on as soon as
+            // the named file exists.
+            if self.path_of(&file).exists() {
+                return Ok(Step::Switch(file, offset));
+            }
+            return Ok(Step::Wait);
+        }
+        if !self.ensure_open()? {
+            return Ok(Step::Wait);
+        }
+        let offset = if self.replay_fde {
+            4
+        } else {
+            self.position.offset()
+        };
+        match self.read_at(offset)? {
+            Ok(event) => Ok(Step::Event(event)),
+            Err(tail) => self.at_end(offset, tail),
+        }
+    }
+
+    /// At the end of what the current file holds now (`offset` is where
+    /// the incomplete or missing event starts): decide between waiting,
+    /// moving to the next file and failing.
+    fn at_end(&mut self, offset: u64, tail: Tail) -> Result<Step, ExtractError> {
+        if let Tail::Partial { have, need } = tail {
+            if !self.options.follow {
+                return Err(self.truncated(offset, have, need));
+            }
+        }
+        let Some(next) = self.next_listed_file()? else {
+            return Ok(Step::Wait);
+        };
+        // A newer file is listed. The server wrote everything of this file
+        // before listing the next one, so one more look settles whether this
+        // file really ends here.
+        if let Some(open) = self.file.as_mut() {
+            open.known_len = 0;
+        }
+        match self.read_at(offset)? {
+            Ok(event) => Ok(Step::Event(event)),
+            Err(Tail::Clean) => {
+                if self.replay_fde {
+                    return Err(self.file_error(4, "the file has no FORMAT_DESCRIPTION event"));
+                }
+                let len = self.file.as_ref().map_or(0, |f| f.known_len);
+                if offset > len {
+                    return Err(self.file_error(
+                        offset,
+                        format!(
+                            "offset is beyond the end of the file ({len} bytes), and the \
+                             server has moved on to {next}"
+                        ),
+                    ));
+                }
+                Ok(Step::Switch(next, 4))
+            }
+            Err(Tail::Partial { have, need }) => Err(self.truncated(offset, have, need)),
+        }
+    }
+
+    fn truncated(&self, offset: u64, have: u64, need: u64) -> ExtractError {
+        let what = if need == EVENT_HEADER_LEN as u64 {
+            "event header"
+        } else {
+            "event"
+        };
+        self.file_error(
+            offset,
+            format!("truncated {what}: expected {need} bytes, the file has {have} bytes from here"),
+        )
+    }
+
+    /// Reads the event at `offset` (where the reader stands). `Ok(Err(tail))`
+    /// when the file does not hold a complete event there (nothing consumed).
+    fn read_at(&mut self, offset: u64) -> Result<Result<RawEvent, Tail>, ExtractError> {
+        let max_event_size = self.options.max_event_size;
+        let verify_log_pos = self.options.verify_log_pos;
+        let replay_fde = self.replay_fde;
+        let open = self.file.as_mut().expect("file opened by ensure_open");
+        let header_end = offset + EVENT_HEADER_LEN as u64;
+        if !available(open, header_end)? {
+            let have = open.known_len.saturating_sub(offset);
+            return Ok(Err(if have == 0 {
+                Tail::Clean
+            } else {
+                Tail::Partial {
+                    have,
+                    need: EVENT_HEADER_LEN as u64,
+                }
+            }));
+        }
+        let path = open.path.clone();
+        open.reader
+            .read_exact(&mut self.header)
+            .map_err(|e| Self::io_error(&path, e))?;
+        let header = EventHeader::parse(&self.header).expect("19 bytes");
+        let size = u64::from(header.event_size);
+        let bad = |message: String| ExtractError::File {
+            file: path.display().to_string(),
+            offset,
+            message,
+        };
+        if size < EVENT_HEADER_LEN as u64 {
+            return Err(bad(format!(
+                "bad event size {size} (type {}): expected at least {EVENT_HEADER_LEN} bytes",
+                header.type_code
+            )));
+        }
+        if header.event_size > max_event_size {
+            return Err(bad(format!(
+                "bad event size {size} (type {}): larger than the {max_event_size} bytes accepted",
+                header.type_code
+            )));
+        }
+        let end = offset + size;
+        if verify_log_pos && header.log_pos != 0 && header.log_pos != end as u32 {
+            return Err(bad(format!(
+                "no event starts here: the header found (type {}, size {size}) ends at offset \
+                 {end}, but its log_pos says {} (a start offset inside an event, or a corrupt \
+                 file)",
+                header.type_code, header.log_pos
+            )));
+        }
+        if replay_fde && header.type_code != FORMAT_DESCRIPTION_EVENT {
+            return Err(bad(format!(
+                "expected the FORMAT_DESCRIPTION event (type {FORMAT_DESCRIPTION_EVENT}) at \
+                 offset 4, found type {}",
+                header.type_code
+            )));
+        }
+        if !available(open, end)? {
+            let have = open.known_len.saturating_sub(offset);
+            // Give the header back: nothing is consumed.
+            open.reader
+                .seek_relative(-(EVENT_HEADER_LEN as i64))
+                .map_err(|e| Self::io_error(&path, e))?;
+            return Ok(Err(Tail::Partial { have, need: size }));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        bytes.extend_from_slice(&self.header);
+        bytes.resize(size as usize, 0);
+        open.reader
+            .read_exact(&mut bytes[EVENT_HEADER_LEN..])
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    bad(format!(
+                        "truncated event: expected {size} bytes, the file shrank while reading"
+                    ))
+                } else {
+                    Self::io_error(&path, e)
+                }
+            })?;
+
+        let position = self.position.with_offset(offset);
+        if self.replay_fde {
+            // Delivered the FORMAT_DESCRIPTION; now go to the start offset.
+            self.replay_fde = false;
+            self.crc = fde_has_crc(&bytes);
+            let target = self.position.offset();
+            let open = self.file.as_mut().expect("open");
+            open.reader
+                .seek(SeekFrom::Start(target))
+                .map_err(|e| Self::io_error(&path, e))?;
+        } else {
+            self.position = self.position.with_offset(end);
+            match header.type_code {
+                FORMAT_DESCRIPTION_EVENT => self.crc = fde_has_crc(&bytes),
+                ROTATE_EVENT if header.log_pos != 0 => {
+                    let (next, pos) = rotate_target(&bytes, self.crc).ok_or_else(|| {
+                        bad("ROTATE event too short to name the next file".to_owned())
+                    })?;
+                    let next = String::from_utf8(next.to_vec()).map_err(|_| {
+                        bad(format!(
+                            "ROTATE event names a file that is not UTF-8: {}",
+                            hex(next)
+                        ))
+                    })?;
+                    self.rotate_to = Some((next, pos));
+                }
+                _ => {}
+            }
+        }
+        Ok(Ok(RawEvent { position, bytes }))
+    }
+
+    /// The file after the current one in the index (or the directory), if
+    /// one is listed.
+    fn next_listed_file(&self) -> Result<Option<String>, ExtractError> {
+        let current = &self.position;
+        let mut best: Option<BinlogPosition> = None;
+        for name in self.list_files()? {
+            let Ok(candidate) = BinlogPosition::new(name, 4) else {
+                continue;
+            };
+            if !candidate.same_log_family(current) || candidate.file_index() <= current.file_index()
+            {
+                continue;
+            }
+            if best
+                .as_ref()
+                .is_none_or(|b| candidate.file_index() < b.file_index())
+            {
+                best = Some(candidate);
+            }
+        }
+        Ok(best.map(|b| b.file().to_owned()))
+    }
+
+    /// Binlog file names from the index file, or the directory listing.
+    fn list_files(&self) -> Result<Vec<String>, ExtractError> {
+        let index = match &self.options.index_file {
+            Some(p) => Some(self.dir.join(p)),
+            None => {
+                let p = self
+                    .dir
+                    .join(format!("{}.index", self.position.base_name()));
+                p.exists().then_some(p)
+            }
+        };
+        if let Some(index) = index {
+            let text = std::fs::read(&index).map_err(|e| Self::io_error(&index, e))?;
+            return Ok(parse_index(&text));
+        }
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Self::io_error(&self.dir, e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Self::io_error(&self.dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+}
+
+/// Whether the file holds at least `end` bytes, refreshing the cached
+/// length only when needed.
+fn available(open: &mut OpenFile, end: u64) -> Result<bool, ExtractError> {
+    if end <= open.known_len {
+        return Ok(true);
+    }
+    open.known_len = open
+        .reader
+        .get_ref()
+        .metadata()
+        .map_err(|e| FileSource::io_error(&open.path, e))?
+        .len();
+    Ok(end <= open.known_len)
+}
+
+/// The file names listed by an index file's text: one path a line,
+/// relative or absolute; only the last path component is kept.
+pub(crate) fn parse_index(text: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            Path::new(l)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// Whether the events after this FORMAT_DESCRIPTION event (complete bytes)
+/// carry a CRC-32 trailer; `None` when the event is too short to say.
+///
+/// The checksum-algorithm byte precedes the FDE's own 4-byte checksum field
+/// in servers that know checksums (MySQL >= 5.6.1, MariaDB >= 5.3); older
+/// servers never write checksums.
+pub(crate) fn fde_has_crc(bytes: &[u8]) -> Option<bool> {
+    // header 19 + binlog_version 2 + server_version 50 + create time 4 +
+    // header length 1.
+    const VERSION_AT: usize = EVENT_HEADER_LEN + 2;
+    const FIXED: usize = VERSION_AT + 50 + 4 + 1;
+    if bytes.len() < FIXED {
+        return None;
+    }
+    let version = &bytes[VERSION_AT..VERSION_AT + 50];
+    let version = &version[..version.iter().position(|&b| b == 0).unwrap_or(50)];
+    let text = String::from_utf8_lossy(version);
+    let mut numbers = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    let v = (
+        numbers.next().unwrap_or(0),
+        numbers.next().unwrap_or(0),
+        numbers.next().unwrap_or(0),
+    );
+    let knows_checksums = if text.contains("MariaDB") {
+        v >= (5, 3, 0)
+    } else {
+        v >= (5, 6, 1)
+    };
+    if !knows_checksums {
+        return Some(false);
+    }
+    if bytes.len() < FIXED + 5 {
+        return None;
+    }
+    // 0 = off, 1 = CRC32, 255 = undefined (no checksum).
+    Some(bytes[bytes.len() - 5] == 1)
+}
+
+/// The file name and position a ROTATE event (complete bytes) names.
+/// `crc`: whether the event has a CRC-32 trailer, when known; when unknown
+/// (a ROTATE before any FORMAT_DESCRIPTION, as at the start of a dump) the
+/// trailer is recognised by checking it.
+pub(crate) fn rotate_target(bytes: &[u8], crc: Option<bool>) -> Option<(&[u8], u64)> {
+    let body = bytes.get(EVENT_HEADER_LEN..)?;
+    if body.len() < 8 {
+        return None;
+    }
+    let pos = u64::from_le_bytes(body[..8].try_into().ok()?);
+    let has_crc = match crc {
+        Some(c) => c,
+        None => has_valid_crc(bytes),
+    };
+    let name_end = if has_crc {
+        body.len().checked_sub(4)?
+    } else {
+        body.len()
+    };
+    if name_end < 8 {
+        return None;
+    }
+    Some((&body[8..name_end], pos))
+}
+
+/// Whether the last 4 bytes are the CRC-32 of the bytes before them.
+pub(crate) fn has_valid_crc(bytes: &[u8]) -> bool {
+    if bytes.len() < EVENT_HEADER_LEN + 4 {
+        return false;
+    }
+    let (data, trailer) = bytes.split_at(bytes.len() - 4);
+    crc32fast::hash(data) == u32::from_le_bytes(trailer.try_into().expect("4 bytes"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl EventSource for FileSource {
+    async fn next_event(&mut self) -> Result<Option<RawEvent>, ExtractError> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(event) = self.try_next_event()? {
+                return Ok(Some(event));
+            }
+            if !self.options.follow {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(self.options.poll_interval.max(Duration::from_millis(1)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a synthetic binlog file with CRC-32 trailers.
+    struct Binlog {
+        bytes: Vec<u8>,
+    }
+
+    impl Binlog {
+        fn new() -> Binlog {
+            let mut b = Binlog {
+                bytes: BINLOG_MAGIC.to_vec(),
+            };
+            let mut fde = Vec::new();
+            fde.extend_from_slice(&4u16.to_le_bytes());
+            let mut version = b"10.11.19-MariaDB-log".to_vec();
+            version.resize(50, 0);
+            fde.extend_from_slice(&version);
+            fde.extend_from_slice(&0u32.to_le_bytes());
+            fde.push(19);
+            fde.extend_from_slice(&[0u8; 40]); // post-header lengths
+            fde.push(1); // CRC32
+            b.push(FORMAT_DESCRIPTION_EVENT, &fde);
+            b
+        }
+
+        /// Appends an event with `body` and a CRC; returns its offset.
+        fn push(&mut self, type_code: u8, body: &[u8]) -> u64 {
+            let start = self.bytes.len() as u64;
+            let size = (EVENT_HEADER_LEN + body.len() + 4) as u32;
+            let mut e = Vec::new();
+            e.extend_from_slice(&1_700_000_000u32.to_le_bytes());
+            e.push(type_code);
+            e.extend_from_slice(&1u32.to_le_bytes());
+            e.extend_from_slice(&size.to_le_bytes());
+            e.extend_from_slice(&((start + u64::from(size)) as u32).to_le_bytes());
+            e.extend_from_slice(&0u16.to_le_bytes());
+            e.extend_from_slice(body);
+            let crc = crc32fast::hash(&e);
+            e.extend_from_slice(&crc.to_le_bytes());
+            self.bytes.extend_from_slice(&e);
+            start
+        }
+
+        fn query(&mut self, n: usize) -> u64 {
+            self.push(2, &vec![b'q'; n])
+        }
+
+        fn rotate(&mut self, next: &str) -> u64 {
+            let mut body = 4u64.to_le_bytes().to_vec();
+            body.extend_from_slice(next.as_bytes());
+            self.push(ROTATE_EVENT, &body)
+        }
+
+        fn write(&self, dir: &Path, name: &str) {
+            std::fs::write(dir.join(name), &self.bytes).unwrap();
+        }
+    }
+
+    fn tempdir(label: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "shardrep-files-{label}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn pos(text: &str) -> BinlogPosition {
+        text.parse().unwrap()
+    }
+
+    fn read_all(source: &mut FileSource) -> Result<Vec<RawEvent>, ExtractError> {
+        let mut out = Vec::new();
+        while let Some(e) = source.try_next_event()? {
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    fn positions(events: &[RawEvent]) -> Vec<String> {
+        events.iter().map(|e| e.position.to_string()).collect()
+    }
+
+    fn file_error(e: ExtractError) -> (String, u64, String) {
+        match e {
+            ExtractError::File {
+                file,
+                offset,
+                message,
+            } => (file, offset, message),
+            other => panic!("expected a File error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn follows_rotation_and_index() {
+        let dir = tempdir("rotation");
+        let mut a = Binlog::new();
+        let q1 = a.query(10);
+        let r = a.rotate("bin.000002");
+        a.write(&dir, "bin.000001");
+        let mut b = Binlog::new();
+        let q2 = b.query(20);
+        b.write(&dir, "bin.000002");
+        // bin.000002 ends without a ROTATE (crash): the index leads on.
+        let mut c = Binlog::new();
+        let q3 = c.query(30);
+        c.write(&dir, "bin.000003");
+        std::fs::write(
+            dir.join("bin.index"),
+            format!("{}/bin.000001\n./bin.000002\nbin.000003\n\n", dir.display()),
+        )
+        .unwrap();
+
+        let mut s = FileSource::new(&dir, pos("bin.000001:0"), FileOptions::default()).unwrap();
+        let events = read_all(&mut s).unwrap();
+        assert_eq!(
+            positions(&events),
+            vec![
+                "bin.000001:4".to_owned(),
+                format!("bin.000001:{q1}"),
+                format!("bin.000001:{r}"),
+                "bin.000002:4".to_owned(),
+                format!("bin.000002:{q2}"),
+                "bin.000003:4".to_owned(),
+                format!("bin.000003:{q3}"),
+            ]
+        );
+        for e in &events {
+            let h = EventHeader::parse(&e.bytes).unwrap();
+            assert_eq!(h.event_size as usize, e.bytes.len());
+            assert_eq!(
+                u64::from(h.log_pos),
+                e.position.offset() + e.bytes.len() as u64
+            );
+            assert!(has_valid_crc(&e.bytes));
+        }
+        assert_eq!(
+            s.position().to_string(),
+            format!("bin.000003:{}", c.bytes.len())
+        );
+        // At the end it stays at the end.
+        assert!(s.try_next_event().unwrap().is_none());
+
+        // Without an index file, the directory listing does the same.
+        std::fs::remove_file(dir.join("bin.index")).unwrap();
+        let mut s = FileSource::new(&dir, pos("bin.000001:4"), FileOptions::default()).unwrap();
+        assert_eq!(read_all(&mut s).unwrap().len(), 7);
+    }
+
+    #[test]
+    fn mid_file_start_replays_the_format_description() {
+        let dir = tempdir("midfile");
+        let mut a = Binlog::new();
+        a.query(10);
+        let q2 = a.query(11);
+        a.write(&dir, "bin.000001");
+        let mut s = FileSource::new(
+            &dir,
+            pos(&format!("bin.000001:{q2}")),
+            FileOptions::default(),
+        )
+        .unwrap();
+        let events = read_all(&mut s).unwrap();
+        assert_eq!(
+            positions(&events),
+            vec!["bin.000001:4".to_owned(), format!("bin.000001:{q2}")]
+        );
+        assert_eq!(EventHeader::parse(&events[0].bytes).unwrap().type_code, 15);
+        assert!(events[0].position < *s.start());
+        assert!(events[1].position >= *s.start());
+        assert_eq!(fde_has_crc(&events[0].bytes), Some(true));
+    }
+
+    #[test]
+    fn bad_files_give_file_errors() {
+        let dir = tempdir("bad");
+        // Bad magic.
+        std::fs::write(dir.join("m.000001"), b"\xfebix rest of file").unwrap();
+        let mut s = FileSource::new(&dir, pos("m.000001:4"), FileOptions::default()).unwrap();
+        let (file, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert!(file.ends_with("m.000001"), "{file}");
+        assert_eq!(offset, 0);
+        assert!(message.contains("magic"), "{message}");
+        // Shorter than the magic.
+        std::fs::write(dir.join("m.000002"), b"\xfe").unwrap();
+        let mut s = FileSource::new(&dir, pos("m.000002:4"), FileOptions::default()).unwrap();
+        let (_, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert_eq!(offset, 0);
+        assert!(message.contains("1 bytes"), "{message}");
+        // Missing file.
+        let mut s = FileSource::new(&dir, pos("m.000009:4"), FileOptions::default()).unwrap();
+        let (file, _, message) = file_error(s.try_next_event().unwrap_err());
+        assert!(file.ends_with("m.000009") && message.contains("not found"));
+        // Offset inside the magic.
+        assert!(FileSource::new(&dir, pos("m.000001:2"), FileOptions::default()).is_err());
+
+        // event_size < 19.
+        let mut b = Binlog::new();
+        let q = b.query(5);
+        b.bytes[q as usize + 9..q as usize + 13].copy_from_slice(&7u32.to_le_bytes());
+        b.write(&dir, "s.000001");
+        let mut s = FileSource::new(&dir, pos("s.000001:4"), FileOptions::default()).unwrap();
+        assert!(s.try_next_event().unwrap().is_some());
+        let (file, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert!(file.ends_with("s.000001"));
+        assert_eq!(offset, q);
+        assert!(message.contains("bad event size 7"), "{message}");
+
+        // event_size beyond the limit.
+        let mut b = Binlog::new();
+        let q = b.query(5);
+        b.bytes[q as usize + 9..q as usize + 13].copy_from_slice(&u32::MAX.to_le_bytes());
+        b.write(&dir, "s.000002");
+        let mut s = FileSource::new(&dir, pos("s.000002:4"), FileOptions::default()).unwrap();
+        s.try_next_event().unwrap();
+        let (_, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert_eq!(offset, q);
+        assert!(message.contains("larger than"), "{message}");
+
+        // A start offset inside an event: log_pos does not match.
+        let mut b = Binlog::new();
+        let q = b.query(40);
+        b.write(&dir, "s.000003");
+        let mut s = FileSource::new(
+            &dir,
+            pos(&format!("s.000003:{}", q + 5)),
+            FileOptions::default(),
+        )
+        .unwrap();
+        assert!(s.try_next_event().unwrap().is_some()); // the FDE
+        let (_, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert_eq!(offset, q + 5);
+        assert!(
+            message.contains("no event starts here") || message.contains("bad event size"),
+            "{message}"
+        );
+        // A plausible size there, but log_pos disagrees.
+        let mut b = Binlog::new();
+        let q = b.query(40) as usize;
+        let fake_at = q + EVENT_HEADER_LEN + 4;
+        b.bytes[fake_at + 9..fake_at + 13].copy_from_slice(&20u32.to_le_bytes());
+        b.bytes[fake_at + 13..fake_at + 17].copy_from_slice(&7u32.to_le_bytes());
+        b.write(&dir, "s.000004");
+        let mut s = FileSource::new(
+            &dir,
+            pos(&format!("s.000004:{fake_at}")),
+            FileOptions::default(),
+        )
+        .unwrap();
+        assert!(s.try_next_event().unwrap().is_some());
+        let (_, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert_eq!(offset, fake_at as u64);
+        assert!(message.contains("no event starts here"), "{message}");
+
+        // A start offset beyond the end.
+        let mut s = FileSource::new(&dir, pos("s.000003:100000"), FileOptions::default()).unwrap();
+        let (_, offset, message) = file_error(s.try_next_event().unwrap_err());
+        assert_eq!(offset, 100000);
+        assert!(message.contains("beyond the end"), "{message}");
+    }
+
+    #[test]
+    fn truncated_events_are_errors_without_follow() {
+        let dir = tempdir("trunc");
+        let mut b = Binlog::new();
+        b.query(10);
+        let last = b.query(100);
+        let full = b.bytes.clone();
+        // Cut inside the event body, then inside the header.
+        for (cut, need, have) in [
+            (last as usize + 50, 123u64, 50u64),
+            (last as usize + 7, 19, 7),
+        ] {
+            std::fs::write(dir.join("t.000001"), &full[..cut]).unwrap();
+            let mut s = FileSource::new(&dir, pos("t.000001:4"), FileOptions::default()).unwrap();
+            s.try_next_event().unwrap().unwrap();
+            s.try_next_event().unwrap().unwrap();
+            let (file, offset, message) = file_error(s.try_next_event().unwrap_err());
+            assert!(file.ends_with("t.000001"));
+            assert_eq!(offset, last);
+            assert!(
+                message.contains(&format!("expected {need} bytes"))
+                    && message.contains(&format!("has {have} bytes")),
+                "{message}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn follow_waits_for_a_partly_written_event() {
+        let dir = tempdir("follow");
+        let mut b = Binlog::new();
+        b.query(10);
+        let last = b.query(3000);
+        let full = b.bytes.clone();
+        let path = dir.join("f.000001");
+        std::fs::write(&path, &full[..last as usize + 1000]).unwrap();
+        let options = FileOptions {
+            poll_interval: Duration::from_millis(5),
+            ..FileOptions::follow(true)
+        };
+        let mut s = FileSource::new(&dir, pos("f.000001:4"), options).unwrap();
+        s.next_event().await.unwrap().unwrap();
+        s.next_event().await.unwrap().unwrap();
+        // Not handed out while incomplete, whatever the wait.
+        assert!(s.try_next_event().unwrap().is_none());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), s.next_event())
+                .await
+                .is_err()
+        );
+        // Written in two more steps.
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&full[last as usize + 1000..last as usize + 2000])
+            .unwrap();
+        assert!(s.try_next_event().unwrap().is_none());
+        f.write_all(&full[last as usize + 2000..]).unwrap();
+        let e = tokio::time::timeout(Duration::from_secs(5), s.next_event())
+            .await
+            .expect("event within 5 s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.position.offset(), last);
+        assert_eq!(e.bytes, full[last as usize..]);
+
+        // A new file appears (without a ROTATE in this one): followed.
+        let mut c = Binlog::new();
+        let q = c.query(5);
+        std::fs::write(dir.join("f.000002"), &c.bytes[..2]).unwrap();
+        std::fs::write(dir.join("f.index"), "f.000001\nf.000002\n").unwrap();
+        assert!(s.try_next_event().unwrap().is_none()); // magic not complete yet
+        c.write(&dir, "f.000002");
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let e = tokio::time::timeout(Duration::from_secs(5), s.next_event())
+                .await
+                .expect("event within 5 s")
+                .unwrap()
+                .unwrap();
+            got.push(e.position.to_string());
+        }
+        assert_eq!(got, vec!["f.000002:4".to_owned(), format!("f.000002:{q}")]);
+    }
+
+    #[test]
+    fn follow_errors_on_a_partial_event_in_a_finished_file() {
+        let dir = tempdir("followtrunc");
+        let mut b = Binlog::new();
+        let last = b.query(100);
+        std::fs::write(dir.join("g.000001"), &b.bytes[..last as usize + 30]).unwrap();
+        Binlog::new().write(&dir, "g.000002");
+        std::fs::write(dir.join("g.index"), "g.000001\ng.000002\n").unwrap();
+        let mut s = FileSource::new(&dir, pos("g.000001:4"), FileOptions::follow(true)).unwrap();
+        s.try_next_event().unwrap().unwrap();
+        let (file, offset, _) = file_error(s.try_next_event().unwrap_err());
+        assert!(file.ends_with("g.000001"));
+        assert_eq!(offset, last);
+    }
+
+    #[test]
+    fn rotate_targets() {
+        let mut b = Binlog::new();
+        let r = b.rotate("mariadb-bin.000042") as usize;
+        let event = &b.bytes[r..];
+        assert_eq!(
+            rotate_target(event, Some(true)),
+            Some((&b"mariadb-bin.000042"[..], 4))
+        );
+        assert_eq!(
+            rotate_target(event, None),
+            Some((&b"mariadb-bin.000042"[..], 4))
+        );
+        let no_crc = &event[..event.len() - 4];
+        assert_eq!(
+            rotate_target(no_crc, None),
+            Some((&b"mariadb-bin.000042"[..], 4))
+        );
+        assert_eq!(rotate_target(&event[..20], None), None);
+        assert_eq!(
+            parse_index(b"/a/b/x.000001\r\n  ./x.000002 \n\nx.000003"),
+            ["x.000001", "x.000002", "x.000003"]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_never_panics_on_mutated_files(
+            cut in 0usize..400,
+            flips in proptest::collection::vec((0usize..400, 0u8..=255), 0..6),
+            follow in proptest::bool::ANY,
+        ) {
+            let dir = tempdir("prop");
+            let mut b = Binlog::new();
+            b.query(30);
+            b.rotate("p.000002");
+            let mut bytes = b.bytes.clone();
+            for (at, v) in flips {
+                if at < bytes.len() {
+                    bytes[at] = v;
+                }
+            }
+            bytes.truncate(cut.min(bytes.len()));
+            std::fs::write(dir.join("p.000001"), &bytes).unwrap();
+            let mut s = FileSource::new(&dir, pos("p.000001:4"), FileOptions::follow(follow)).unwrap();
+            for _ in 0..20 {
+                match s.try_next_event() {
+                    Ok(Some(e)) => {
+                        let h = EventHeader::parse(&e.bytes).unwrap();
+                        proptest::prop_assert_eq!(h.event_size as usize, e.bytes.len());
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

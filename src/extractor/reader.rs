@@ -1,0 +1,284 @@
+//! From a source of raw events to complete transactions: decode, assemble,
+//! and (for a live master) reconnect after a connection loss at the last
+//! complete transaction, never in the middle of one.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::config::{SourceEndpoint, StartPosition};
+use crate::event::Transaction;
+use crate::position::{BinlogPosition, GtidPos, Seqno};
+
+use super::assemble::Assembler;
+use super::decode::Decoder;
+use super::files::{FileOptions, FileSource};
+use super::live::{master_status, LiveOptions, LiveSource, LiveStart};
+use super::{BinlogEvent, EventSource, ExtractError, RawEvent};
+
+/// Decodes and assembles the events of one source into transactions.
+pub struct TransactionReader<S: EventSource> {
+    source: S,
+    decoder: Decoder,
+    assembler: Assembler,
+    /// Events of a TRANSACTION_PAYLOAD not yet assembled, with the end
+    /// position of their outer event.
+    pending: VecDeque<(BinlogEvent, BinlogPosition)>,
+}
+
+fn end_of(raw: &RawEvent) -> BinlogPosition {
+    raw.position
+        .with_offset(raw.position.offset() + raw.bytes.len() as u64)
+}
+
+impl<S: EventSource> TransactionReader<S> {
+    /// A reader over `source`; `assembler` holds the next seqno and the
+    /// position the source starts at.
+    pub fn new(source: S, assembler: Assembler) -> TransactionReader<S> {
+        TransactionReader {
+            source,
+            decoder: Decoder::new(),
+            assembler,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// The assembler: next seqno, and the binlog and GTID positions after
+    /// the last complete transaction.
+    pub fn assembler(&self) -> &Assembler {
+        &self.assembler
+    }
+
+    /// Replaces the source (after a reconnect): the partly received
+    /// transaction is dropped and decoding starts afresh (the new stream
+    /// re-sends its FORMAT_DESCRIPTION and TABLE_MAPs).
+    pub fn replace_source(&mut self, source: S) {
+        self.source = source;
+        self.decoder = Decoder::new();
+        self.assembler.discard_partial();
+        self.pending.clear();
+    }
+
+    /// The next complete transaction; `Ok(None)` when a non-following
+    /// source has no more events.
+    ///
+    /// # Errors
+    /// Any decode, sequence or source error; and
+    /// [`ExtractError::Sequence`] when the source ends inside a
+    /// transaction.
+    pub async fn next_transaction(&mut self) -> Result<Option<Transaction>, ExtractError> {
+        loop {
+            if let Some((event, end)) = self.pending.pop_front() {
+                if let Some(txn) = self.assembler.push(event, &end)? {
+                    return Ok(Some(txn));
+                }
+                continue;
+            }
+            let Some(raw) = self.source.next_event().await? else {
+                if self.assembler.in_transaction() {
+                    return Err(ExtractError::Sequence {
+                        position: self.assembler.resume_position().clone(),
+                        message: "the binlog ends inside the transaction that starts after \
+                                  this position (truncated binlog?)"
+                            .to_string(),
+                    });
+                }
+                return Ok(None);
+            };
+            let end = end_of(&raw);
+            for event in self.decoder.decode_expanded(&raw)? {
+                self.pending.push_back((event, end.clone()));
+            }
+        }
+    }
+}
+
+/// Either source, as the configuration names it.
+pub enum AnySource {
+    /// Binlog files in a directory.
+    Files(FileSource),
+    /// A live master.
+    Live(LiveSource),
+}
+
+impl EventSource for AnySource {
+    async fn next_event(&mut self) -> Result<Option<RawEvent>, ExtractError> {
+        match self {
+            AnySource::Files(s) => s.next_event().await,
+            AnySource::Live(s) => s.next_event().await,
+        }
+    }
+}
+
+/// Where an extraction run starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExtractStart {
+    /// A binlog file and offset.
+    File(BinlogPosition),
+    /// Just after a MariaDB GTID position (live masters only).
+    Gtid(GtidPos),
+}
+
+/// Reads transactions from the configured source, reconnecting to a live
+/// master after transient errors with a capped, doubling backoff (from
+/// 100 ms to `reconnect_max_backoff_ms`), each time at the position after
+/// the last complete transaction.
+pub struct Extractor {
+    reader: TransactionReader<AnySource>,
+    live: Option<LiveOptions>,
+    max_backoff: Duration,
+    /// Where a reconnect resumes before any transaction completed.
+    start: ExtractStart,
+    /// Whether a transaction completed since the start.
+    progressed: bool,
+}
+
+impl Extractor {
+    /// Opens the source `endpoint` (the config's `[source]`) at `start`; the first transaction gets
+    /// `next_seqno`. `follow` keeps reading at the end of the binlog
+    /// (files: tail the last file; live: blocking dump) instead of ending.
+    ///
+    /// # Errors
+    /// [`ExtractError::Start`] for a GTID start on a files source, and
+    /// the source's own errors.
+    pub fn open(
+        endpoint: &SourceEndpoint,
+        start: ExtractStart,
+        next_seqno: Seqno,
+        follow: bool,
+    ) -> Result<Extractor, ExtractError> {
+        let (source, live, max_backoff) = match endpoint {
+            SourceEndpoint::Files(files) => {
+                let ExtractStart::File(position) = &start else {
+                    return Err(ExtractError::Start {
+                        message: "a GTID start needs a live master; binlog files start at FILE:POS"
+                            .to_string(),
+                    });
+                };
+                let mut options = FileOptions::follow(follow);
+                options.index_file = files.binlog_index.clone();
+                let source = FileSource::new(files.binlog_dir.clone(), position.clone(), options)?;
+                (AnySource::Files(source), None, Duration::ZERO)
+            }
+            SourceEndpoint::Live(live) => {
+                let mut options = LiveOptions::from_config(live);
+                options.non_blocking = !follow;
+                let source = LiveSource::new(options.clone(), live_start(&start));
+                (
+                    AnySource::Live(source),
+                    Some(options),
+                    Duration::from_millis(live.reconnect_max_backoff_ms),
+                )
+            }
+        };
+        let (position, gtid) = match &start {
+            ExtractStart::File(p) => (p.clone(), GtidPos::new()),
+            ExtractStart::Gtid(g) => (
+                BinlogPosition::new("unknown.000000", 4).expect("valid literal"),
+                g.clone(),
+            ),
+        };
+        Ok(Extractor {
+            reader: TransactionReader::new(source, Assembler::new(next_seqno, position, gtid)),
+            live,
+            max_backoff,
+            start,
+            progressed: false,
+        })
+    }
+
+    /// The assembler's view: next seqno, positions after the last complete
+    /// transaction.
+    pub fn assembler(&self) -> &Assembler {
+        self.reader.assembler()
+    }
+
+    /// The next complete transaction (see [`TransactionReader`]).
+    ///
+    /// # Errors
+    /// Definite errors (decode, sequence, a master error that is not
+    /// transient); transient master errors are retried here.
+    pub async fn next_transaction(&mut self) -> Result<Option<Transaction>, ExtractError> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.reader.next_transaction().await {
+                Err(ExtractError::Master {
+                    address,
+                    message,
+                    transient: true,
+                }) if self.live.is_some() => {
+                    let resume = if self.progressed {
+                        ExtractStart::File(self.reader.assembler().resume_position().clone())
+                    } else {
+                        self.start.clone()
+                    };
+                    tracing::warn!(
+                        master = %address,
+                        error = %message,
+                        resume = ?resume,
+                        backoff_ms = backoff.as_millis() as u64,
+                        "lost the master; reconnecting at the last complete transaction"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.max_backoff.max(Duration::from_millis(100)));
+                    let options = self.live.clone().expect("checked above");
+                    self.reader.replace_source(AnySource::Live(LiveSource::new(
+                        options,
+                        live_start(&resume),
+                    )));
+                }
+                Ok(Some(txn)) => {
+                    self.progressed = true;
+                    return Ok(Some(txn));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn live_start(start: &ExtractStart) -> LiveStart {
+    match start {
+        ExtractStart::File(p) => LiveStart::File(p.clone()),
+        ExtractStart::Gtid(g) => LiveStart::Gtid(g.clone()),
+    }
+}
+
+/// The start position named by `start` (the config's `source.start` or a
+/// `--from` text) for the source `endpoint`: `FILE:POS` and `gtid:…` as given;
+/// `current` asks a live master for its end of binlog (files: the end of
+/// the last file is not supported, name FILE:POS).
+///
+/// # Errors
+/// [`ExtractError::Start`] with a message for `takeover` (the
+/// replicator service performs takeover) and unsupported combinations; the
+/// master's errors for `current`.
+pub async fn resolve_start(
+    endpoint: &SourceEndpoint,
+    start: &StartPosition,
+) -> Result<ExtractStart, ExtractError> {
+    let unsupported = |message: &str| ExtractError::Start {
+        message: message.to_string(),
+    };
+    match start {
+        StartPosition::File { file, offset } => BinlogPosition::new(file.clone(), *offset)
+            .map(ExtractStart::File)
+            .map_err(|e| unsupported(&e.to_string())),
+        StartPosition::Gtid(text) => text
+            .parse::<GtidPos>()
+            .map(ExtractStart::Gtid)
+            .map_err(|e| unsupported(&e.to_string())),
+        StartPosition::Current => match endpoint {
+            SourceEndpoint::Live(live) => {
+                let (position, _gtid) = master_status(&LiveOptions::from_config(live)).await?;
+                Ok(ExtractStart::File(position))
+            }
+            SourceEndpoint::Files(_) => Err(unsupported(
+                "start = \"current\" needs a live master; for binlog files give FILE:POS",
+            )),
+        },
+        StartPosition::Takeover => Err(unsupported(
+            "start = \"takeover\" is performed by the replicator service; \
+             to inspect a binlog give --from FILE:POS or --from gtid:D-S-N",
+        )),
+    }
+}

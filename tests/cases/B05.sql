@@ -1,0 +1,3 @@
+CREATE DATABASE rt_year; USE rt_year; SET SESSION sql_mode = '';
+CREATE TABLE y (id INT PRIMARY KEY, v YEAR, n INT);
+INSERT INTO y VALUES (1, 0, 8489734), (2, 1901, -1), (3, 2155, 0), (4, 1999, NULL), (5, NULL, 7);

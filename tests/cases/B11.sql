@@ -1,0 +1,7 @@
+CREATE DATABASE rt_big; USE rt_big;
+CREATE TABLE big (id INT PRIMARY KEY, payload LONGBLOB, txt LONGTEXT, small VARCHAR(10));
+INSERT INTO big VALUES (1, REPEAT(X'00FF', 10*1024*1024), REPEAT('x', 17*1024*1024), 'a');
+INSERT INTO big VALUES (2, REPEAT('y', 16777215 - 40), 'short', 'b');
+UPDATE big SET small = 'c' WHERE id = 1;
+INSERT INTO big VALUES (3, REPEAT('z', 16777161), 'e', 'f');
+INSERT INTO big VALUES (4, REPEAT('z', 16777165), 'e', 'f');

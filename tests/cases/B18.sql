@@ -1,0 +1,12 @@
+CREATE DATABASE shard_q1; CREATE DATABASE shard_q2;
+CREATE TABLE shard_q1.a (id INT AUTO_INCREMENT PRIMARY KEY, v INT, ts DATETIME);
+CREATE TABLE shard_q2.b (id INT PRIMARY KEY, v INT);
+INSERT INTO shard_q2.b VALUES (1, 0);
+SET SESSION binlog_format = 'STATEMENT'; SET SESSION time_zone = '+02:00'; SET TIMESTAMP = 1700000000;
+USE shard_q1;
+INSERT INTO a (v, ts) VALUES (10, NOW());
+INSERT INTO a (v, ts) VALUES (LAST_INSERT_ID() + 100, NOW());
+UPDATE shard_q2.b SET v = v + 5 WHERE id = 1;
+SET @x := 7;
+INSERT INTO shard_q2.b VALUES (2, @x);
+SET SESSION binlog_format = 'ROW'; SET TIMESTAMP = DEFAULT;
