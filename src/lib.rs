@@ -34,3 +34,5 @@ pub mod event;
 pub mod extractor;
 pub mod inspect;
 pub mod position;
+pub mod queue;
+pub mod shard;

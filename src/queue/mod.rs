@@ -1,0 +1,1 @@
+//! On-disk transaction queue (sled).

@@ -1,0 +1,1 @@
+//! Shards: shard.map, the shard filter and channel assignment.
