@@ -29,6 +29,7 @@
 //!
 //! The architecture and contracts are in `shared/DESIGN.md`.
 
+pub mod applier;
 pub mod config;
 pub mod event;
 pub mod extractor;

@@ -1,0 +1,112 @@
+//! Classification of apply errors: which are transient (roll back the
+//! block and retry from the channel's committed restart row, with capped
+//! backoff) and which are definite (the service goes OFFLINE:ERROR).
+//!
+//! Server error codes: MariaDB "MariaDB Error Codes" and MySQL "Server
+//! Error Message Reference"; client codes (2xxx) from the client library.
+
+use std::time::Duration;
+
+/// What to do about an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Roll back the block and retry it after a backoff.
+    Transient,
+    /// Stop the service with OFFLINE:ERROR; never skip on our own.
+    Definite,
+}
+
+/// `ER_LOCK_DEADLOCK`: deadlock found when trying to get lock.
+pub const ER_LOCK_DEADLOCK: u16 = 1213;
+/// `ER_LOCK_WAIT_TIMEOUT`: lock wait timeout exceeded.
+pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// `CR_SERVER_GONE_ERROR`: server has gone away.
+pub const CR_SERVER_GONE_ERROR: u16 = 2006;
+/// `CR_SERVER_LOST`: lost connection during query.
+pub const CR_SERVER_LOST: u16 = 2013;
+/// `ER_CONNECTION_KILLED`: connection was killed.
+pub const ER_CONNECTION_KILLED: u16 = 1927;
+/// `ER_SERVER_SHUTDOWN`: server shutdown in progress.
+pub const ER_SERVER_SHUTDOWN: u16 = 1053;
+/// `ER_DUP_ENTRY`: duplicate key (the replica has diverged).
+pub const ER_DUP_ENTRY: u16 = 1062;
+/// `ER_KEY_NOT_FOUND`: can't find record (the replica has diverged).
+pub const ER_KEY_NOT_FOUND: u16 = 1032;
+
+/// Classifies a server (or client-library) error code.
+pub fn classify_code(code: u16) -> ErrorClass {
+    match code {
+        ER_LOCK_DEADLOCK | ER_LOCK_WAIT_TIMEOUT | CR_SERVER_GONE_ERROR | CR_SERVER_LOST
+        | ER_CONNECTION_KILLED | ER_SERVER_SHUTDOWN => ErrorClass::Transient,
+        _ => ErrorClass::Definite,
+    }
+}
+
+/// Classifies a mysql_async error: server errors by code; I/O errors and a
+/// closed connection are transient (lost connection); driver and URL
+/// errors are definite.
+pub fn classify(error: &mysql_async::Error) -> ErrorClass {
+    match error {
+        mysql_async::Error::Server(e) => classify_code(e.code),
+        mysql_async::Error::Io(_) => ErrorClass::Transient,
+        mysql_async::Error::Driver(mysql_async::DriverError::ConnectionClosed) => {
+            ErrorClass::Transient
+        }
+        _ => ErrorClass::Definite,
+    }
+}
+
+/// Capped exponential backoff: `initial` doubled per attempt up to `max`.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    next: Duration,
+    max: Duration,
+    attempts: u32,
+}
+
+impl Backoff {
+    /// A backoff starting at `initial`, never waiting longer than `max`.
+    pub fn new(initial: Duration, max: Duration) -> Backoff {
+        Backoff {
+            next: initial.min(max),
+            max,
+            attempts: 0,
+        }
+    }
+
+    /// The wait before the next attempt; doubles the following one.
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.max);
+        self.attempts += 1;
+        delay
+    }
+
+    /// How many delays were handed out (retries so far).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_and_definite_codes() {
+        for code in [1213, 1205, 2006, 2013, 1927, 1053] {
+            assert_eq!(classify_code(code), ErrorClass::Transient, "{code}");
+        }
+        for code in [1062, 1032, 1146, 1054, 1064, 1452] {
+            assert_eq!(classify_code(code), ErrorClass::Definite, "{code}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
+        let delays: Vec<u64> = (0..5).map(|_| b.next_delay().as_millis() as u64).collect();
+        assert_eq!(delays, [100, 200, 400, 500, 500]);
+        assert_eq!(b.attempts(), 5);
+    }
+}

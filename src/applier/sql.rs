@@ -1,0 +1,622 @@
+//! SQL for row changes: prepared statements with bound parameters, cached
+//! per table, kind and column set.
+//!
+//! - INSERT uses the after image; consecutive rows of one rows event with
+//!   the same column set go out as one multi-row INSERT, split into chunks
+//!   of [`INSERT_CHUNKS`] rows so that only a few statement texts exist per
+//!   table (each is prepared once and cached by the connection).
+//! - UPDATE sets the columns of the after image that differ from the
+//!   before image (all after-image columns when the before image lacks
+//!   them, as with MINIMAL images), and DELETE removes, matching on the
+//!   primary key from the before image when the key is known and present
+//!   in the image, else on every present column with NULL-safe equality
+//!   (`<=>`) and `LIMIT 1`.
+//! - Identifiers are quoted with backticks, a backtick doubled
+//!   ([`quote_ident`]); values are never spliced into SQL text.
+//!
+//! Values are bound as the session expects them under `time_zone =
+//! '+00:00'`, `sql_mode = 'NO_AUTO_VALUE_ON_ZERO'` (as the server's own
+//! row applier runs) and `SET NAMES binary`: integers and floats as
+//! numbers, DECIMAL as its exact text, strings and blobs as raw bytes,
+//! temporal values as their text with the column's precision (zero and
+//! partial-zero dates included), YEAR/ENUM/SET/BIT as their numbers.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use mysql_async::Value as Param;
+
+use crate::event::{ColumnInfo, RowImage, RowKind, RowsChange, Value};
+use crate::inspect::{fsp_of, value_text};
+
+/// Row counts a multi-row INSERT is split into, largest first: `n` rows go
+/// out as chunks of these sizes, so at most four statement texts exist per
+/// table and column set.
+pub const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+/// `name` as a MySQL identifier: in backticks, each backtick doubled.
+pub fn quote_ident(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('`');
+    for c in name.chars() {
+        if c == '`' {
+            out.push('`');
+        }
+        out.push(c);
+    }
+    out.push('`');
+    out
+}
+
+/// The column names and key of a table as the applier uses them: names
+/// from the binlog metadata or, when the master did not log them, from the
+/// replica's `information_schema`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableShape {
+    /// Schema name.
+    pub schema: String,
+    /// Table name.
+    pub table: String,
+    /// Column names in table order.
+    pub columns: Vec<String>,
+    /// Primary key column indexes, in key order; `None` when the table has
+    /// no primary key (or it is unknown).
+    pub primary_key: Option<Vec<u16>>,
+}
+
+/// One statement to execute: the SQL text (shared from the cache) and its
+/// parameters, with the number of rows it must affect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedStatement {
+    /// SQL text with `?` placeholders.
+    pub sql: Arc<str>,
+    /// Parameters, in placeholder order.
+    pub params: Vec<Param>,
+    /// Insert, update or delete.
+    pub kind: RowKind,
+    /// Rows the statement must affect (matched rows for UPDATE, with the
+    /// connection's `CLIENT_FOUND_ROWS`): fewer means the replica has
+    /// diverged.
+    pub expected_rows: u64,
+}
+
+/// Key of a cached statement text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TextKey {
+    schema: String,
+    table: String,
+    kind: RowKind,
+    /// Columns set / inserted.
+    set: Vec<u16>,
+    /// Columns matched in WHERE; `by_key` tells whether with `=` on the
+    /// primary key or `<=>` on every present column with LIMIT 1.
+    matched: Vec<u16>,
+    by_key: bool,
+    rows: usize,
+}
+
+/// Builds and caches statement texts. One per channel (not shared).
+#[derive(Debug, Default)]
+pub struct SqlBuilder {
+    texts: HashMap<TextKey, Arc<str>>,
+}
+
+impl SqlBuilder {
+    /// An empty builder.
+    pub fn new() -> SqlBuilder {
+        SqlBuilder::default()
+    }
+
+    /// Number of distinct statement texts built so far.
+    pub fn cached_texts(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// Forgets the texts of `schema.table` (after DDL on it).
+    pub fn invalidate(&mut self, schema: &str, table: &str) {
+        self.texts
+            .retain(|k, _| !(k.schema == schema && k.table == table));
+    }
+
+    /// Appends the statements that apply `change` to `out`.
+    ///
+    /// # Errors
+    /// A message when an image is missing (insert without after image,
+    /// update/delete without before image) or names a column the table
+    /// does not have.
+    pub fn plan(
+        &mut self,
+        change: &RowsChange,
+        columns: &[ColumnInfo],
+        shape: &TableShape,
+        out: &mut Vec<PlannedStatement>,
+    ) -> Result<(), String> {
+        let check = |image: &RowImage| -> Result<(), String> {
+            match image
+                .columns
+                .iter()
+                .find(|&&c| c as usize >= shape.columns.len())
+            {
+                Some(c) => Err(format!(
+                    "{}.{}: row image names column {} but the table has {} columns",
+                    shape.schema,
+                    shape.table,
+                    c + 1,
+                    shape.columns.len()
+                )),
+                None => Ok(()),
+            }
+        };
+        match change.kind {
+            RowKind::Insert => {
+                let mut i = 0;
+                while i < change.rows.len() {
+                    let first = change.rows[i]
+                        .after
+                        .as_ref()
+                        .ok_or("insert row without an after image")?;
+                    check(first)?;
+                    // The run of following rows with the same column set.
+                    let mut end = i + 1;
+                    while end < change.rows.len()
+                        && change.rows[end]
+                            .after
+                            .as_ref()
+                            .is_some_and(|a| a.columns == first.columns)
+                    {
+                        end += 1;
+                    }
+                    let mut at = i;
+                    while at < end {
+                        let n = INSERT_CHUNKS
+                            .iter()
+                            .copied()
+                            .find(|&c| c <= end - at)
+                            .unwrap_or(1);
+                        let sql = self.insert_text(shape, &first.columns, n);
+                        let mut params = Vec::with_capacity(n * first.columns.len());
+                        for pair in &change.rows[at..at + n] {
+                            let image = pair.after.as_ref().expect("checked in the run");
+                            push_params(image, columns, &mut params);
+                        }
+                        out.push(PlannedStatement {
+                            sql,
+                            params,
+                            kind: RowKind::Insert,
+                            expected_rows: n as u64,
+                        });
+                        at += n;
+                    }
+                    i = end;
+                }
+            }
+            RowKind::Update => {
+                for pair in &change.rows {
+                    let before = pair
+                        .before
+                        .as_ref()
+                        .ok_or("update row without a before image")?;
+                    let after = pair
+                        .after
+                        .as_ref()
+                        .ok_or("update row without an after image")?;
+                    check(before)?;
+                    check(after)?;
+                    // Columns that change; when the before image lacks a
+                    // column (MINIMAL), it is set unconditionally.
+                    let mut set = Vec::with_capacity(after.columns.len());
+                    let mut set_values = Vec::with_capacity(after.columns.len());
+                    for (&c, v) in after.columns.iter().zip(&after.values) {
+                        if before.get(c) != Some(v) {
+                            set.push(c);
+                            set_values.push((c, v));
+                        }
+                    }
+                    if set.is_empty() {
+                        // Nothing changes: still match the row (divergence
+                        // check) by setting the first after column to itself.
+                        set.push(after.columns[0]);
+                        set_values.push((after.columns[0], &after.values[0]));
+                    }
+                    let (matched, by_key) = match_columns(before, shape);
+                    let sql = self.update_text(shape, &set, &matched, by_key);
+                    let mut params = Vec::with_capacity(set.len() + matched.len());
+                    for (c, v) in set_values {
+                        params.push(to_param(v, &columns[c as usize]));
+                    }
+                    push_match_params(before, &matched, columns, &mut params);
+                    out.push(PlannedStatement {
+                        sql,
+                        params,
+                        kind: RowKind::Update,
+                        expected_rows: 1,
+                    });
+                }
+            }
+            RowKind::Delete => {
+                for pair in &change.rows {
+                    let before = pair
+                        .before
+                        .as_ref()
+                        .ok_or("delete row without a before image")?;
+                    check(before)?;
+                    let (matched, by_key) = match_columns(before, shape);
+                    let sql = self.delete_text(shape, &matched, by_key);
+                    let mut params = Vec::with_capacity(matched.len());
+                    push_match_params(before, &matched, columns, &mut params);
+                    out.push(PlannedStatement {
+                        sql,
+                        params,
+                        kind: RowKind::Delete,
+                        expected_rows: 1,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn cached(&mut self, key: TextKey, build: impl FnOnce() -> String) -> Arc<str> {
+        self.texts
+            .entry(key)
+            .or_insert_with(|| Arc::from(build()))
+            .clone()
+    }
+
+    fn insert_text(&mut self, shape: &TableShape, set: &[u16], rows: usize) -> Arc<str> {
+        let key = TextKey {
+            schema: shape.schema.clone(),
+            table: shape.table.clone(),
+            kind: RowKind::Insert,
+            set: set.to_vec(),
+            matched: Vec::new(),
+            by_key: false,
+            rows,
+        };
+        self.cached(key, || {
+            let mut sql = format!("INSERT INTO {} (", qualified(shape));
+            for (i, &c) in set.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&quote_ident(&shape.columns[c as usize]));
+            }
+            sql.push_str(") VALUES ");
+            let mut row = String::from("(");
+            for i in 0..set.len() {
+                row.push_str(if i == 0 { "?" } else { ", ?" });
+            }
+            row.push(')');
+            for r in 0..rows {
+                if r > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&row);
+            }
+            sql
+        })
+    }
+
+    fn update_text(
+        &mut self,
+        shape: &TableShape,
+        set: &[u16],
+        matched: &[u16],
+        by_key: bool,
+    ) -> Arc<str> {
+        let key = TextKey {
+            schema: shape.schema.clone(),
+            table: shape.table.clone(),
+            kind: RowKind::Update,
+            set: set.to_vec(),
+            matched: matched.to_vec(),
+            by_key,
+            rows: 1,
+        };
+        self.cached(key, || {
+            let mut sql = format!("UPDATE {} SET ", qualified(shape));
+            for (i, &c) in set.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                let _ = write!(sql, "{} = ?", quote_ident(&shape.columns[c as usize]));
+            }
+            push_where(&mut sql, shape, matched, by_key);
+            sql
+        })
+    }
+
+    fn delete_text(&mut self, shape: &TableShape, matched: &[u16], by_key: bool) -> Arc<str> {
+        let key = TextKey {
+            schema: shape.schema.clone(),
+            table: shape.table.clone(),
+            kind: RowKind::Delete,
+            set: Vec::new(),
+            matched: matched.to_vec(),
+            by_key,
+            rows: 1,
+        };
+        self.cached(key, || {
+            let mut sql = format!("DELETE FROM {}", qualified(shape));
+            push_where(&mut sql, shape, matched, by_key);
+            sql
+        })
+    }
+}
+
+fn qualified(shape: &TableShape) -> String {
+    format!(
+        "{}.{}",
+        quote_ident(&shape.schema),
+        quote_ident(&shape.table)
+    )
+}
+
+/// The columns to match a before image on: the primary key when known and
+/// wholly present in the image (`by_key`), else every present column.
+fn match_columns(before: &RowImage, shape: &TableShape) -> (Vec<u16>, bool) {
+    if let Some(key) = &shape.primary_key {
+        if !key.is_empty() && key.iter().all(|c| before.get(*c).is_some()) {
+            return (key.clone(), true);
+        }
+    }
+    (before.columns.clone(), false)
+}
+
+fn push_where(sql: &mut String, shape: &TableShape, matched: &[u16], by_key: bool) {
+    sql.push_str(" WHERE ");
+    let op = if by_key { " = ?" } else { " <=> ?" };
+    for (i, &c) in matched.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(" AND ");
+        }
+        sql.push_str(&quote_ident(&shape.columns[c as usize]));
+        sql.push_str(op);
+    }
+    if !by_key {
+        sql.push_str(" LIMIT 1");
+    }
+}
+
+fn push_params(image: &RowImage, columns: &[ColumnInfo], params: &mut Vec<Param>) {
+    for (&c, v) in image.columns.iter().zip(&image.values) {
+        params.push(to_param(v, &columns[c as usize]));
+    }
+}
+
+fn push_match_params(
+    before: &RowImage,
+    matched: &[u16],
+    columns: &[ColumnInfo],
+    params: &mut Vec<Param>,
+) {
+    for &c in matched {
+        let value = before.get(c).expect("matched columns are in the image");
+        params.push(to_param(value, &columns[c as usize]));
+    }
+}
+
+/// A decoded value as a bound parameter (see the module doc for the
+/// session settings this relies on).
+pub fn to_param(value: &Value, column: &ColumnInfo) -> Param {
+    match value {
+        Value::Null => Param::NULL,
+        Value::Int(v) => Param::Int(*v),
+        Value::UInt(v) => Param::UInt(*v),
+        Value::Float(v) => Param::Float(*v),
+        Value::Double(v) => Param::Double(*v),
+        Value::Decimal(s) => Param::Bytes(s.as_bytes().to_vec()),
+        Value::Bytes(b) => Param::Bytes(b.clone()),
+        Value::Json(s) => Param::Bytes(s.as_bytes().to_vec()),
+        Value::Year(y) => Param::UInt(u64::from(*y)),
+        Value::Bit(v) | Value::Set(v) => Param::UInt(*v),
+        Value::Enum(v) => Param::UInt(u64::from(*v)),
+        Value::Date { .. }
+        | Value::DateTime { .. }
+        | Value::Timestamp { .. }
+        | Value::Time { .. } => Param::Bytes(value_text(value, fsp_of(column)).into_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{column_type, RowPair};
+
+    fn col(t: u8) -> ColumnInfo {
+        ColumnInfo {
+            column_type: t,
+            meta: 0,
+            nullable: true,
+            name: None,
+            unsigned: Some(false),
+            charset: None,
+        }
+    }
+
+    fn shape(key: Option<Vec<u16>>) -> TableShape {
+        TableShape {
+            schema: "s`b".into(),
+            table: "t".into(),
+            columns: vec!["id".into(), "k".into(), "c`x".into()],
+            primary_key: key,
+        }
+    }
+
+    fn image(cols: &[u16], vals: &[i64]) -> RowImage {
+        RowImage {
+            columns: cols.to_vec(),
+            values: vals.iter().map(|v| Value::Int(*v)).collect(),
+        }
+    }
+
+    fn columns() -> Vec<ColumnInfo> {
+        vec![
+            col(column_type::LONG),
+            col(column_type::LONG),
+            col(column_type::LONG),
+        ]
+    }
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("a`b"), "`a``b`");
+        assert_eq!(quote_ident(""), "``");
+    }
+
+    #[test]
+    fn inserts_are_grouped_into_chunked_multi_row_statements() {
+        let rows: Vec<RowPair> = (0..21)
+            .map(|i| RowPair {
+                before: None,
+                after: Some(image(&[0, 1, 2], &[i, i * 10, i * 100])),
+            })
+            .collect();
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Insert,
+            flags: 0,
+            rows,
+        };
+        let mut b = SqlBuilder::new();
+        let mut out = Vec::new();
+        b.plan(&change, &columns(), &shape(Some(vec![0])), &mut out)
+            .unwrap();
+        let sizes: Vec<u64> = out.iter().map(|s| s.expected_rows).collect();
+        assert_eq!(sizes, [16, 4, 1]);
+        assert_eq!(
+            &*out[2].sql,
+            "INSERT INTO `s``b`.`t` (`id`, `k`, `c``x`) VALUES (?, ?, ?)"
+        );
+        assert_eq!(
+            out[2].params,
+            [Param::Int(20), Param::Int(200), Param::Int(2000)]
+        );
+        assert_eq!(out[0].params.len(), 48);
+        assert_eq!(b.cached_texts(), 3);
+    }
+
+    #[test]
+    fn update_sets_changed_columns_and_matches_the_key() {
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Update,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(image(&[0, 1, 2], &[7, 1, 2])),
+                after: Some(image(&[0, 1, 2], &[7, 1, 3])),
+            }],
+        };
+        let mut out = Vec::new();
+        SqlBuilder::new()
+            .plan(&change, &columns(), &shape(Some(vec![0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            &*out[0].sql,
+            "UPDATE `s``b`.`t` SET `c``x` = ? WHERE `id` = ?"
+        );
+        assert_eq!(out[0].params, [Param::Int(3), Param::Int(7)]);
+        assert_eq!(out[0].expected_rows, 1);
+    }
+
+    #[test]
+    fn keyless_tables_match_every_column_null_safe_with_limit() {
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Delete,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(RowImage {
+                    columns: vec![0, 1, 2],
+                    values: vec![Value::Int(1), Value::Null, Value::Int(3)],
+                }),
+                after: None,
+            }],
+        };
+        let mut out = Vec::new();
+        SqlBuilder::new()
+            .plan(&change, &columns(), &shape(None), &mut out)
+            .unwrap();
+        assert_eq!(
+            &*out[0].sql,
+            "DELETE FROM `s``b`.`t` WHERE `id` <=> ? AND `k` <=> ? AND `c``x` <=> ? LIMIT 1"
+        );
+        assert_eq!(out[0].params, [Param::Int(1), Param::NULL, Param::Int(3)]);
+    }
+
+    #[test]
+    fn minimal_images_update_only_present_columns() {
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Update,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(image(&[0], &[2])),
+                after: Some(image(&[1, 2], &[22, 5])),
+            }],
+        };
+        let mut out = Vec::new();
+        SqlBuilder::new()
+            .plan(&change, &columns(), &shape(Some(vec![0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            &*out[0].sql,
+            "UPDATE `s``b`.`t` SET `k` = ?, `c``x` = ? WHERE `id` = ?"
+        );
+        assert_eq!(
+            out[0].params,
+            [Param::Int(22), Param::Int(5), Param::Int(2)]
+        );
+    }
+
+    #[test]
+    fn temporal_values_bind_as_text_with_the_column_precision() {
+        let mut c = col(column_type::DATETIME2);
+        c.meta = 6;
+        let v = Value::DateTime {
+            year: 2023,
+            month: 0,
+            day: 15,
+            hour: 10,
+            minute: 0,
+            second: 0,
+            micros: 1,
+        };
+        assert_eq!(
+            to_param(&v, &c),
+            Param::Bytes(b"2023-00-15 10:00:00.000001".to_vec())
+        );
+        assert_eq!(
+            to_param(&Value::Year(0), &col(column_type::YEAR)),
+            Param::UInt(0)
+        );
+        assert_eq!(
+            to_param(
+                &Value::Decimal("-0.50".into()),
+                &col(column_type::NEWDECIMAL)
+            ),
+            Param::Bytes(b"-0.50".to_vec())
+        );
+    }
+
+    #[test]
+    fn an_image_naming_a_missing_column_is_an_error() {
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Insert,
+            flags: 0,
+            rows: vec![RowPair {
+                before: None,
+                after: Some(image(&[0, 5], &[1, 2])),
+            }],
+        };
+        let err = SqlBuilder::new()
+            .plan(&change, &columns(), &shape(Some(vec![0])), &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "s`b.t: row image names column 6 but the table has 3 columns"
+        );
+    }
+}
