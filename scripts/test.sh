@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second command, and what CI runs):
 # format check, clippy with warnings as errors, then every test with the
-# MariaDB sandbox (master + native replica on 127.0.0.1) up. The sandbox is
-# stopped at the end unless --keep-sandbox is given.
+# MariaDB sandbox (master + two native replicas on 127.0.0.1) up; replica 2
+# is the one the apply tests take over. The sandbox is stopped at the end
+# when this run started it, unless --keep-sandbox is given.
 #
 # Usage: scripts/test.sh [--keep-sandbox] [extra cargo test args...]
 set -euo pipefail
@@ -17,9 +18,13 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
 echo "== sandbox up"
+# Stop the sandbox at the end only when this run started it: a sandbox
+# that was already running (someone else's work) is left as it was.
+. scripts/lib.sh
+if sandbox_sql master -e 'SELECT 1' >/dev/null 2>&1; then keep=1; fi
 stop_sandbox() { [ "$keep" = 1 ] || scripts/sandbox.sh down >/dev/null 2>&1 || true; }
 trap stop_sandbox EXIT
-scripts/sandbox.sh up 1
+scripts/sandbox.sh up 2
 
 echo "== cargo test"
 cargo test "$@"

@@ -20,8 +20,17 @@ differ=0 count=0
 for schema in "$@"; do
     [[ "$schema" =~ ^[A-Za-z0-9_]+$ ]] || die "verify.sh: schema names are [A-Za-z0-9_]+, got '$schema'"
     l=$(checksums "$left" "$schema"); r=$(checksums "$right" "$schema")
-    if [ -z "$l" ]; then echo "MISSING  $schema on $left"; differ=1; continue; fi
+    if [ -z "$l" ] && [ -z "$r" ]; then echo "EMPTY    $schema has no tables on either server"; continue; fi
+    # Tables only on the right side.
+    while IFS=$'\t' read -r table _; do
+        [ -n "$table" ] || continue
+        if ! printf '%s\n' "$l" | awk -F'\t' -v t="$table" '$1 == t {found=1} END {exit !found}'; then
+            printf 'DIFFERS  %-30s only on %s\n' "$table" "$right"
+            differ=1
+        fi
+    done <<< "$r"
     while IFS=$'\t' read -r table sum; do
+        [ -n "$table" ] || continue
         count=$((count + 1))
         other=$(printf '%s\n' "$r" | awk -F'\t' -v t="$table" '$1 == t {print $2}')
         if [ "$sum" = "$other" ]; then

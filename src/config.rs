@@ -186,7 +186,7 @@ pub enum ShardPolicy {
     Accept,
     /// `"drop"`: skip it without applying (counted in status).
     Drop,
-    /// `"warn"`: apply it and log a warning.
+    /// `"warn"`: drop it and log the reason as a warning.
     Warn,
     /// `"error"`: stop with `OFFLINE:ERROR` naming the seqno and shard.
     Error,
@@ -578,9 +578,11 @@ pub struct ShardFilterConfig {
     /// `map_file`: the shard map (`shard.map` format) loaded at start.
     /// Absent: the shard map stored in the catalog is used as is.
     pub map_file: Option<PathBuf>,
-    /// `enforce_home`: drop (per `unwanted_shard_policy`) transactions of
-    /// shards whose master is not the service the transaction originated
-    /// on, and of `#LOCAL` shards. Default false.
+    /// `enforce_home`: handle with `unwanted_shard_policy` the transactions
+    /// of shards whose master is another service, and those that
+    /// originated on another service (by `source.origin_services`).
+    /// `#LOCAL` shards are dropped whatever this says. Default false. The
+    /// exact rules are in `shard::filter`.
     pub enforce_home: bool,
     /// `unknown_shard_policy`: for shards missing from the shard map;
     /// default `error`.

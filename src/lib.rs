@@ -36,4 +36,6 @@ pub mod extractor;
 pub mod inspect;
 pub mod position;
 pub mod queue;
+pub mod replicator;
+pub mod scheduler;
 pub mod shard;

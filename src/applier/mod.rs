@@ -4,6 +4,10 @@
 //! - [`sql`]: statements for row changes (prepared, bound parameters,
 //!   cached, multi-row inserts).
 //! - [`retry`]: which errors are retried and which stop the service.
+//! - [`restart`]: the per-channel restart rows in the catalog schema.
+//! - [`channel`]: one channel's thread, blocks and commits.
 
+pub mod channel;
+pub mod restart;
 pub mod retry;
 pub mod sql;

@@ -402,6 +402,24 @@ fn push_match_params(
 pub fn to_param(value: &Value, column: &ColumnInfo) -> Param {
     match value {
         Value::Null => Param::NULL,
+        // A negative value of an unsigned column: the binlog carried no
+        // signedness (`binlog_row_metadata=NO_LOG`) and the column info was
+        // completed from the replica; the stored bits are the unsigned value.
+        Value::Int(v) if *v < 0 && column.unsigned == Some(true) => {
+            let bits = match column.column_type {
+                crate::event::column_type::TINY => 8,
+                crate::event::column_type::SHORT => 16,
+                crate::event::column_type::INT24 => 24,
+                crate::event::column_type::LONG => 32,
+                _ => 64,
+            };
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            Param::UInt(*v as u64 & mask)
+        }
         Value::Int(v) => Param::Int(*v),
         Value::UInt(v) => Param::UInt(*v),
         Value::Float(v) => Param::Float(*v),

@@ -1,5 +1,6 @@
 //! `shardrep`: runs one replication service in the foreground, and offers
-//! offline tools (configuration check, binlog inspection).
+//! offline tools (configuration check, binlog inspection, filling and
+//! inspecting a transaction queue).
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -7,9 +8,10 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use shardrep::config::{Config, FilesSourceConfig, SourceEndpoint, StartPosition};
-use shardrep::extractor::reader::{resolve_start, Extractor};
+use shardrep::extractor::reader::{resolve_start, ExtractStart, Extractor};
 use shardrep::inspect::{transaction_json, transaction_text};
-use shardrep::position::Seqno;
+use shardrep::position::{Epoch, GtidPos, Seqno};
+use shardrep::queue::{ExtractorProgress, QueueOptions, TransactionQueue};
 
 /// shardrep: parallel, sharded replication applier for MySQL-family databases.
 #[derive(Parser, Debug)]
@@ -54,6 +56,58 @@ enum Command {
         /// blocking dump from a live master) until interrupted.
         #[arg(long)]
         follow: bool,
+        /// Store the transactions in the transaction queue in DIR (created
+        /// if missing) instead of printing them. When the queue already
+        /// holds transactions, extraction resumes right after the last
+        /// stored one, at the binlog position stored with it, and --from
+        /// (or source.start) is ignored. With --config, the other [queue]
+        /// settings come from the configuration.
+        #[arg(long, value_name = "DIR", conflicts_with = "json")]
+        to_queue: Option<PathBuf>,
+        /// Segment size of the queue given with --to-queue, bytes
+        /// (default: queue.segment_size_bytes of --config, else 268435456).
+        #[arg(long, value_name = "BYTES", requires = "to_queue")]
+        queue_segment_size_bytes: Option<u64>,
+    },
+    /// Inspect a transaction queue offline (the service must not be
+    /// running on it), like Tungsten's `thl`.
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum LogCommand {
+    /// Print stored transactions in seqno order (default: all of them), in
+    /// the format of `extract`.
+    List {
+        /// The queue directory.
+        #[arg(long, value_name = "DIR")]
+        queue: PathBuf,
+        /// Only this seqno.
+        #[arg(long, conflicts_with_all = ["low", "high"])]
+        seqno: Option<u64>,
+        /// From this seqno (default: the lowest stored).
+        #[arg(long)]
+        low: Option<u64>,
+        /// Up to this seqno, inclusive (default: the highest stored).
+        #[arg(long)]
+        high: Option<u64>,
+        /// Print one JSON object per transaction per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the lowest and highest stored seqno, the count, the durable
+    /// seqno, the bytes on disk, the segments and the extractor progress
+    /// stored with the last transaction.
+    Info {
+        /// The queue directory.
+        #[arg(long, value_name = "DIR")]
+        queue: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -87,14 +141,85 @@ fn main() -> anyhow::Result<()> {
             limit,
             json,
             follow,
+            to_queue,
+            queue_segment_size_bytes,
         } => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("start the async runtime")?;
-            runtime.block_on(extract(config, binlog_dir, from, limit, json, follow))
+            match to_queue {
+                Some(dir) => runtime.block_on(extract_to_queue(
+                    config,
+                    binlog_dir,
+                    from,
+                    limit,
+                    follow,
+                    dir,
+                    queue_segment_size_bytes,
+                )),
+                None => runtime.block_on(extract(config, binlog_dir, from, limit, json, follow)),
+            }
         }
+        Command::Log { command } => match command {
+            LogCommand::List {
+                queue,
+                seqno,
+                low,
+                high,
+                json,
+            } => log_list(queue, seqno, low, high, json),
+            LogCommand::Info { queue, json } => log_info(queue, json),
+        },
     }
+}
+
+/// The source to read: `--binlog-dir`, or the configuration's `[source]`
+/// (with its `[queue]` settings).
+struct SourceChoice {
+    endpoint: SourceEndpoint,
+    configured_start: Option<StartPosition>,
+    queue: Option<shardrep::config::QueueConfig>,
+}
+
+fn choose_source(
+    config: Option<PathBuf>,
+    binlog_dir: Option<PathBuf>,
+) -> anyhow::Result<SourceChoice> {
+    match (config, binlog_dir) {
+        (_, Some(dir)) => Ok(SourceChoice {
+            endpoint: SourceEndpoint::Files(FilesSourceConfig {
+                binlog_dir: dir,
+                binlog_index: None,
+            }),
+            configured_start: None,
+            queue: None,
+        }),
+        (Some(path), None) => {
+            let cfg = Config::load(&path)?;
+            Ok(SourceChoice {
+                endpoint: cfg.source.endpoint,
+                configured_start: Some(cfg.source.start),
+                queue: Some(cfg.queue),
+            })
+        }
+        (None, None) => bail!("give --config or --binlog-dir"),
+    }
+}
+
+async fn start_of(
+    endpoint: &SourceEndpoint,
+    from: Option<String>,
+    configured_start: Option<StartPosition>,
+) -> anyhow::Result<ExtractStart> {
+    let start: StartPosition = match (from, configured_start) {
+        (Some(text), _) => text
+            .parse()
+            .with_context(|| format!("--from {text:?}: expected FILE:POS or gtid:D-S-N"))?,
+        (None, Some(start)) => start,
+        (None, None) => bail!("--binlog-dir needs --from FILE:POS (e.g. mariadb-bin.000001:4)"),
+    };
+    Ok(resolve_start(endpoint, &start).await?)
 }
 
 async fn extract(
@@ -105,28 +230,12 @@ async fn extract(
     json: bool,
     follow: bool,
 ) -> anyhow::Result<()> {
-    let (endpoint, configured_start) = match (config, binlog_dir) {
-        (_, Some(dir)) => (
-            SourceEndpoint::Files(FilesSourceConfig {
-                binlog_dir: dir,
-                binlog_index: None,
-            }),
-            None,
-        ),
-        (Some(path), None) => {
-            let cfg = Config::load(&path)?;
-            (cfg.source.endpoint, Some(cfg.source.start))
-        }
-        (None, None) => bail!("give --config or --binlog-dir"),
-    };
-    let start: StartPosition = match (from, configured_start) {
-        (Some(text), _) => text
-            .parse()
-            .with_context(|| format!("--from {text:?}: expected FILE:POS or gtid:D-S-N"))?,
-        (None, Some(start)) => start,
-        (None, None) => bail!("--binlog-dir needs --from FILE:POS (e.g. mariadb-bin.000001:4)"),
-    };
-    let start = resolve_start(&endpoint, &start).await?;
+    let SourceChoice {
+        endpoint,
+        configured_start,
+        ..
+    } = choose_source(config, binlog_dir)?;
+    let start = start_of(&endpoint, from, configured_start).await?;
     let mut extractor = Extractor::open(&endpoint, start, Seqno(0), follow)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -156,5 +265,242 @@ async fn extract(
             a.gtid_position().to_string()
         }
     );
+    Ok(())
+}
+
+/// `extract --to-queue`: appends every transaction with the extractor's
+/// progress after it; resumes from the queue's stored progress when there
+/// is one.
+async fn extract_to_queue(
+    config: Option<PathBuf>,
+    binlog_dir: Option<PathBuf>,
+    from: Option<String>,
+    limit: Option<u64>,
+    follow: bool,
+    dir: PathBuf,
+    segment_size_bytes: Option<u64>,
+) -> anyhow::Result<()> {
+    let SourceChoice {
+        endpoint,
+        configured_start,
+        queue: queue_config,
+    } = choose_source(config, binlog_dir)?;
+    let mut options = match &queue_config {
+        Some(q) => QueueOptions::from_config(q),
+        None => QueueOptions::new(&dir),
+    };
+    options.dir = dir.clone();
+    if let Some(n) = segment_size_bytes {
+        options.segment_size_bytes = n;
+    }
+    let queue = TransactionQueue::open(options).map_err(|e| {
+        let hint = if e.to_string().contains("could not acquire lock") {
+            " (is another process using this queue?)"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })?;
+    let (start, next_seqno, mut gtid) = match queue.last_progress() {
+        Some(p) => {
+            tracing::info!(
+                queue = %dir.display(),
+                last_seqno = %p.seqno,
+                position = %p.position,
+                gtid = %p.gtid_position,
+                "resuming after the last stored transaction{}",
+                if from.is_some() { "; --from is ignored" } else { "" }
+            );
+            (
+                ExtractStart::File(p.position.clone()),
+                p.seqno.next(),
+                p.gtid_position.clone(),
+            )
+        }
+        None => {
+            let start = start_of(&endpoint, from, configured_start).await?;
+            let gtid = match &start {
+                ExtractStart::Gtid(g) => g.clone(),
+                ExtractStart::File(_) => GtidPos::new(),
+            };
+            (start, queue.next_seqno(), gtid)
+        }
+    };
+    let epoch = Epoch::starting_at(next_seqno);
+    let mut extractor = Extractor::open(&endpoint, start, next_seqno, follow)?;
+    let mut count = 0u64;
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    while limit.is_none_or(|l| count < l) {
+        let next = tokio::select! {
+            next = extractor.next_transaction() => next?,
+            _ = &mut interrupt => {
+                tracing::info!("interrupted; flushing the queue");
+                break;
+            }
+        };
+        let Some(txn) = next else {
+            break;
+        };
+        if let Some(g) = txn.gtid {
+            gtid.update(g);
+        }
+        let progress = ExtractorProgress {
+            seqno: txn.seqno,
+            epoch,
+            position: extractor.assembler().resume_position().clone(),
+            gtid_position: gtid.clone(),
+        };
+        let appended = tokio::select! {
+            r = queue.append_async(&txn, &progress) => r,
+            _ = &mut interrupt => {
+                tracing::info!("interrupted while the queue is full; flushing the queue");
+                break;
+            }
+        };
+        appended?;
+        count += 1;
+    }
+    let progress = queue.last_progress();
+    let min = queue.min_seqno();
+    queue.close()?;
+    match progress {
+        Some(p) => eprintln!(
+            "stored {count} transactions in {}; the queue holds seqnos {}..={}; next position {} gtid {}",
+            dir.display(),
+            min.map_or("-".to_string(), |s| s.to_string()),
+            p.seqno,
+            p.position,
+            if p.gtid_position.is_empty() {
+                "-".to_string()
+            } else {
+                p.gtid_position.to_string()
+            }
+        ),
+        None => eprintln!("stored no transaction in {}", dir.display()),
+    }
+    Ok(())
+}
+
+fn open_queue_read_only(dir: &std::path::Path) -> anyhow::Result<TransactionQueue> {
+    let mut options = QueueOptions::new(dir);
+    options.read_only = true;
+    TransactionQueue::open(options).map_err(|e| {
+        let hint = if e.to_string().contains("could not acquire lock") {
+            " (the queue is in use; log commands work on a stopped service only)"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })
+}
+
+/// `log list`: the stored transactions of a seqno range.
+fn log_list(
+    dir: PathBuf,
+    seqno: Option<u64>,
+    low: Option<u64>,
+    high: Option<u64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let queue = open_queue_read_only(&dir)?;
+    let (Some(min), Some(max)) = (queue.min_seqno(), queue.max_seqno()) else {
+        eprintln!("queue {} holds no transaction", dir.display());
+        return Ok(());
+    };
+    let (low, high) = match seqno {
+        Some(n) => (n, n),
+        None => (low.unwrap_or(min.get()), high.unwrap_or(max.get())),
+    };
+    if low > high {
+        bail!("--low {low} is above --high {high}");
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if low <= max.get() {
+        let mut reader = queue.reader_from(Seqno(low))?;
+        while reader.next_seqno().get() <= high {
+            let Some(txn) = reader.try_next()? else {
+                break;
+            };
+            if json {
+                writeln!(out, "{}", transaction_json(&txn))?;
+            } else {
+                writeln!(out, "{}", transaction_text(&txn))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `log info`: the queue's summary.
+fn log_info(dir: PathBuf, json: bool) -> anyhow::Result<()> {
+    let queue = open_queue_read_only(&dir)?;
+    let info = queue.info()?;
+    let seqno = |s: Option<Seqno>| s.map(|s| s.get());
+    if json {
+        let progress = info.progress.as_ref().map(|p| {
+            serde_json::json!({
+                "seqno": p.seqno.get(),
+                "epoch": p.epoch.get(),
+                "position": p.position.to_string(),
+                "gtidPosition": p.gtid_position.to_string(),
+            })
+        });
+        let segments: Vec<_> = info
+            .segments
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "start": s.start.get(),
+                    "dir": s.dir.display().to_string(),
+                    "sizeBytes": s.size_bytes,
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "dir": info.dir.display().to_string(),
+            "minimumStoredSeqNo": seqno(info.min_seqno),
+            "maximumStoredSeqNo": seqno(info.max_seqno),
+            "count": info.count,
+            "durableSeqNo": seqno(info.durable_seqno),
+            "sizeBytes": info.size_bytes,
+            "segments": segments,
+            "progress": progress,
+        });
+        println!("{value}");
+        return Ok(());
+    }
+    let opt = |s: Option<Seqno>| s.map_or("-".to_string(), |s| s.to_string());
+    println!("queue: {}", info.dir.display());
+    println!("minimumStoredSeqNo: {}", opt(info.min_seqno));
+    println!("maximumStoredSeqNo: {}", opt(info.max_seqno));
+    println!("count: {}", info.count);
+    println!("durableSeqNo: {}", opt(info.durable_seqno));
+    println!("sizeBytes: {}", info.size_bytes);
+    println!("segments: {}", info.segments.len());
+    for s in &info.segments {
+        println!(
+            "  {} (from seqno {}): {} bytes",
+            s.dir.display(),
+            s.start,
+            s.size_bytes
+        );
+    }
+    match &info.progress {
+        Some(p) => println!(
+            "progress: seqno {} epoch {} position {} gtid {}",
+            p.seqno,
+            p.epoch,
+            p.position,
+            if p.gtid_position.is_empty() {
+                "-".to_string()
+            } else {
+                p.gtid_position.to_string()
+            }
+        ),
+        None => println!("progress: -"),
+    }
     Ok(())
 }

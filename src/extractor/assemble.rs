@@ -19,12 +19,12 @@
 //! restart position) and the GTID position it leaves the stream at.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use crate::event::{Change, RowsChange, SessionContext, Statement, Transaction, UNKNOWN_SHARD};
 use crate::position::{BinlogPosition, Gtid, GtidPos, Seqno};
+use crate::shard::statement::{is_transaction_control, statement_shard};
 
-use super::{BinlogEvent, EventBody, ExtractError};
+use super::{BinlogEvent, EventBody, ExtractError, TableIdMap};
 
 /// MariaDB GTID event flag `FL_STANDALONE`: a single statement without
 /// BEGIN/COMMIT follows.
@@ -35,7 +35,7 @@ pub const GTID_FL_STANDALONE: u8 = 1;
 struct Open {
     txn: Transaction,
     /// Table id → index into `txn.tables`.
-    table_index: HashMap<u64, u32>,
+    table_index: TableIdMap<u32>,
     /// A standalone statement ends the transaction (MariaDB FL_STANDALONE,
     /// or a GTID/statement without BEGIN).
     standalone: bool,
@@ -61,7 +61,15 @@ pub struct Assembler {
     resume: BinlogPosition,
     /// GTID position after the last complete transaction.
     gtid_pos: GtidPos,
+    /// Sizes (changes, tables) of the last complete transaction, capped at
+    /// [`CAPACITY_HINT_MAX`]: the capacity a new transaction starts with, so
+    /// that a stream of similar transactions does not grow its vectors
+    /// push by push.
+    capacity_hint: (usize, usize),
 }
+
+/// Largest capacity a new transaction reserves from the previous one's size.
+const CAPACITY_HINT_MAX: usize = 64;
 
 impl Assembler {
     /// A new assembler whose first transaction gets `next_seqno`, starting
@@ -75,6 +83,7 @@ impl Assembler {
             pending_context: SessionContext::default(),
             resume: start,
             gtid_pos,
+            capacity_hint: (0, 0),
         }
     }
 
@@ -92,6 +101,12 @@ impl Assembler {
     /// GTID position after the last complete transaction.
     pub fn gtid_position(&self) -> &GtidPos {
         &self.gtid_pos
+    }
+
+    /// Replaces the GTID position after the last complete transaction
+    /// (when resuming from a stored position).
+    pub fn set_gtid_position(&mut self, gtid_pos: GtidPos) {
+        self.gtid_pos = gtid_pos;
     }
 
     /// Whether a transaction is open (events seen since its start, not
@@ -201,6 +216,13 @@ impl Assembler {
             }
             EventBody::TableMap(table) => {
                 let open = self.require_open(&position, "TABLE_MAP")?;
+                // MariaDB repeats the TABLE_MAP before every rows event:
+                // an identical definition reuses the transaction's entry.
+                if let Some(&index) = open.table_index.get(&table.table_id) {
+                    if open.txn.tables[index as usize] == table {
+                        return Ok(None);
+                    }
+                }
                 let index = open.txn.tables.len() as u32;
                 open.table_index.insert(table.table_id, index);
                 open.txn.tables.push(table);
@@ -318,10 +340,10 @@ impl Assembler {
                 end_position: position.clone(),
                 commit_timestamp: 0,
                 shard: String::new(),
-                tables: Vec::new(),
-                changes: Vec::new(),
+                tables: Vec::with_capacity(self.capacity_hint.1),
+                changes: Vec::with_capacity(self.capacity_hint.0),
             },
-            table_index: HashMap::new(),
+            table_index: TableIdMap::default(),
             standalone: false,
             explicit: false,
         }
@@ -332,6 +354,10 @@ impl Assembler {
         txn.end_position = end.clone();
         txn.commit_timestamp = timestamp;
         txn.shard = shard_of(&txn);
+        self.capacity_hint = (
+            txn.changes.len().min(CAPACITY_HINT_MAX),
+            txn.tables.len().min(CAPACITY_HINT_MAX),
+        );
         if let Some(gtid) = txn.gtid {
             self.gtid_pos.update(gtid);
         }
@@ -349,19 +375,23 @@ fn sequence(position: &BinlogPosition, message: &str) -> ExtractError {
     }
 }
 
-/// The shard of a transaction (shared/DESIGN.md §2): the one schema its row
-/// changes touch. Statements are attributed conservatively: `CREATE/DROP
-/// DATABASE|SCHEMA x` gives `x`; any other statement gives
-/// [`UNKNOWN_SHARD`] (critical, so it runs alone: always safe) until the
-/// SQL-parsing shard rules refine it. Two or more schemas, or none, give
-/// [`UNKNOWN_SHARD`].
+/// The shard of a transaction (shared/DESIGN.md §2): the one schema its
+/// changes touch. A row change touches its table's schema; a statement
+/// touches the schema [`statement_shard`] gives (schema-qualified names
+/// parsed with sqlparser, the default schema for unqualified names and
+/// statement-format DML, `CREATE/DROP DATABASE x` gives `x`), and a
+/// statement it cannot attribute makes the whole transaction
+/// [`UNKNOWN_SHARD`]. Transaction-control statements (`ROLLBACK`,
+/// `SAVEPOINT`, ...; [`is_transaction_control`]) and annotations do not
+/// count. Two or more schemas, or none, give [`UNKNOWN_SHARD`] (critical,
+/// so it runs alone: always safe).
 pub fn shard_of(txn: &Transaction) -> String {
     let mut shard: Option<String> = None;
     for change in &txn.changes {
         let schema: Cow<'_, str> = match change {
             Change::Rows(rows) => Cow::Borrowed(&txn.tables[rows.table as usize].schema),
-            Change::Statement(s) if s.sql.eq_ignore_ascii_case(b"ROLLBACK") => continue,
-            Change::Statement(s) => match database_statement_target(&s.sql) {
+            Change::Statement(s) if is_transaction_control(&s.sql) => continue,
+            Change::Statement(s) => match statement_shard(&s.sql, s.default_schema.as_deref()) {
                 Some(name) => Cow::Owned(name),
                 None => return UNKNOWN_SHARD.to_string(),
             },
@@ -374,56 +404,6 @@ pub fn shard_of(txn: &Transaction) -> String {
         }
     }
     shard.unwrap_or_else(|| UNKNOWN_SHARD.to_string())
-}
-
-/// The database named by `CREATE DATABASE|SCHEMA [IF NOT EXISTS] x` or
-/// `DROP DATABASE|SCHEMA [IF EXISTS] x` (optionally backquoted, with a
-/// doubled backtick inside), else `None`.
-fn database_statement_target(sql: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(sql).ok()?;
-    let mut words = text.split_ascii_whitespace();
-    let verb = words.next()?;
-    if !verb.eq_ignore_ascii_case("CREATE") && !verb.eq_ignore_ascii_case("DROP") {
-        return None;
-    }
-    let object = words.next()?;
-    if !object.eq_ignore_ascii_case("DATABASE") && !object.eq_ignore_ascii_case("SCHEMA") {
-        return None;
-    }
-    // The rest after the object keyword, with IF [NOT] EXISTS removed.
-    let start = text.find(object)? + object.len();
-    let mut rest = text[start..].trim_start();
-    for word in ["IF", "NOT", "EXISTS"] {
-        if rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word) {
-            let after = &rest[word.len()..];
-            if after.starts_with(|c: char| c.is_ascii_whitespace()) {
-                rest = after.trim_start();
-            }
-        }
-    }
-    if let Some(quoted) = rest.strip_prefix('`') {
-        let mut name = String::new();
-        let mut chars = quoted.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == '`' {
-                if chars.peek() == Some(&'`') {
-                    chars.next();
-                    name.push('`');
-                } else {
-                    return Some(name);
-                }
-            } else {
-                name.push(c);
-            }
-        }
-        None
-    } else {
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        (!name.is_empty()).then_some(name)
-    }
 }
 
 #[cfg(test)]
@@ -542,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn standalone_ddl_is_one_transaction_and_critical() {
+    fn standalone_ddl_is_one_transaction_of_its_schema() {
         let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
         let txns = run(
             &mut a,
@@ -551,11 +531,16 @@ mod tests {
                 statement("CREATE TABLE t (id INT)", Some("acme")),
                 gtid(2, GTID_FL_STANDALONE),
                 statement("CREATE DATABASE `we``ird`", None),
+                gtid(3, GTID_FL_STANDALONE),
+                statement("CREATE TABLE t (id INT)", None),
             ],
         )
         .unwrap();
-        assert_eq!(txns.len(), 2);
-        assert_eq!(txns[0].shard, UNKNOWN_SHARD);
+        assert_eq!(txns.len(), 3);
+        // Unqualified DDL belongs to its default schema; without one it
+        // cannot be attributed and is critical.
+        assert_eq!(txns[0].shard, "acme");
+        assert_eq!(txns[2].shard, UNKNOWN_SHARD);
         assert_eq!(txns[0].end_position, pos(120));
         assert_eq!(txns[1].shard, "we`ird");
         assert_eq!(txns[1].seqno, Seqno(1));
@@ -664,15 +649,61 @@ mod tests {
     }
 
     #[test]
-    fn database_targets() {
-        assert_eq!(
-            database_statement_target(b"create database if not exists foo"),
-            Some("foo".into())
-        );
-        assert_eq!(
-            database_statement_target(b"DROP SCHEMA IF EXISTS `a``b`"),
-            Some("a`b".into())
-        );
-        assert_eq!(database_statement_target(b"DROP TABLE x"), None);
+    fn statements_are_attributed_by_the_statement_rule() {
+        let txn = |changes: Vec<EventBody>| {
+            let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+            let mut bodies = vec![gtid(1, 0)];
+            bodies.extend(changes);
+            bodies.push(EventBody::Commit);
+            run(&mut a, bodies).unwrap().remove(0)
+        };
+        // Statement-format DML in its default schema, with row changes of
+        // the same schema and a savepoint.
+        let t = txn(vec![
+            statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
+            statement("SAVEPOINT s1", Some("shard_q1")),
+            EventBody::TableMap(table(1, "shard_q1")),
+            insert(1, 1),
+            statement("ROLLBACK TO SAVEPOINT s1", Some("shard_q1")),
+        ]);
+        assert_eq!(t.shard, "shard_q1");
+        // B18: the default schema is not the changed schema.
+        let t = txn(vec![statement(
+            "UPDATE shard_q2.b SET v = v + 5 WHERE id = 1",
+            Some("shard_q1"),
+        )]);
+        assert_eq!(t.shard, UNKNOWN_SHARD);
+        // A statement of one schema with rows of another.
+        let t = txn(vec![
+            statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
+            EventBody::TableMap(table(1, "shard_q2")),
+            insert(1, 1),
+        ]);
+        assert_eq!(t.shard, UNKNOWN_SHARD);
+        // An unparseable statement.
+        let t = txn(vec![statement(
+            "LOAD DATA INFILE 'x' INTO TABLE a",
+            Some("q"),
+        )]);
+        assert_eq!(t.shard, UNKNOWN_SHARD);
+    }
+
+    #[test]
+    fn database_statements_give_their_database() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                gtid(1, GTID_FL_STANDALONE),
+                statement("create database if not exists foo", Some("bar")),
+                gtid(2, GTID_FL_STANDALONE),
+                statement("DROP SCHEMA IF EXISTS `a``b`", None),
+                gtid(3, GTID_FL_STANDALONE),
+                statement("DROP TABLE x", None),
+            ],
+        )
+        .unwrap();
+        let shards: Vec<&str> = txns.iter().map(|t| t.shard.as_str()).collect();
+        assert_eq!(shards, ["foo", "a`b", UNKNOWN_SHARD]);
     }
 }

@@ -33,7 +33,6 @@
 //! (`statement_events.cpp`, `control_events.cpp`), MariaDB's "Binary Log
 //! Formats" knowledge-base pages and its server source (`log_event.cc`).
 
-use std::collections::HashMap;
 use std::io::Read;
 
 use crate::event::{SessionContext, Statement, TableInfo, UserVar, UserVarValue};
@@ -41,7 +40,7 @@ use crate::position::BinlogPosition;
 
 use super::{
     mariadb, BinlogEvent, ChecksumAlg, EventBody, EventHeader, ExtractError, FormatDescription,
-    RawEvent, EVENT_HEADER_LEN, LOG_EVENT_ARTIFICIAL_F,
+    RawEvent, TableIdMap, EVENT_HEADER_LEN, LOG_EVENT_ARTIFICIAL_F,
 };
 
 /// Binlog event type codes (MySQL `Log_event_type`, MariaDB 160..).
@@ -253,9 +252,25 @@ pub struct Decoder {
     /// the CRC-32 of the rest.
     checksum_known: bool,
     /// TABLE_MAP cache of the current file, by table id.
-    tables: HashMap<u64, TableInfo>,
+    tables: TableIdMap<CachedTable>,
     /// Verify CRC-32 trailers (default on).
     verify_checksums: bool,
+}
+
+/// A cached table map: the decoded table and the TABLE_MAP body (checksum
+/// excluded) it was decoded from.
+///
+/// A master logs a TABLE_MAP before every rows event (every statement), and
+/// the same table keeps its table id, and so the same TABLE_MAP bytes, for as
+/// long as it stays in the master's table cache. Parsing is a pure function
+/// of the body, the post-header length and the server flavor (the last two
+/// change only with a FORMAT_DESCRIPTION, which empties the cache), so a
+/// TABLE_MAP whose body equals the cached one is answered from the cache
+/// without parsing it again: the hot path of a sysbench binlog.
+#[derive(Debug, Clone)]
+struct CachedTable {
+    info: TableInfo,
+    body: Vec<u8>,
 }
 
 impl Default for Decoder {
@@ -288,7 +303,7 @@ impl Decoder {
                 checksum: ChecksumAlg::None,
             },
             checksum_known: false,
-            tables: HashMap::new(),
+            tables: TableIdMap::default(),
             verify_checksums: true,
         }
     }
@@ -301,7 +316,7 @@ impl Decoder {
 
     /// The table map of `table_id` in the current file, if one was seen.
     pub fn table(&self, table_id: u64) -> Option<&TableInfo> {
-        self.tables.get(&table_id)
+        self.tables.get(&table_id).map(|c| &c.info)
     }
 
     /// The current format description.
@@ -331,6 +346,25 @@ impl Decoder {
             ));
         }
         self.decode_one(&raw.bytes, header, &raw.position, Framing::Stream)
+    }
+
+    /// As [`Decoder::decode`], consuming the raw event: its position moves
+    /// into the decoded event instead of being copied (the reader's hot
+    /// path).
+    ///
+    /// # Errors
+    /// As [`Decoder::decode`].
+    pub fn decode_owned(&mut self, raw: RawEvent) -> Result<BinlogEvent, ExtractError> {
+        let header = self.check_header(&raw.bytes, &raw.position)?;
+        if header.type_code == event_type::TRANSACTION_PAYLOAD {
+            return self.decode(&raw);
+        }
+        let body = self.decode_body(&raw.bytes, header, &raw.position, Framing::Stream)?;
+        Ok(BinlogEvent {
+            header,
+            position: raw.position,
+            body,
+        })
     }
 
     /// Decodes one event into the events it stands for: the inner events of
@@ -494,21 +528,34 @@ impl Decoder {
         position: &BinlogPosition,
         framing: Framing,
     ) -> Result<BinlogEvent, ExtractError> {
+        let body = self.decode_body(bytes, header, position, framing)?;
+        Ok(event(header, position, body))
+    }
+
+    /// The body of one event (see [`Decoder::decode_one`]).
+    fn decode_body(
+        &mut self,
+        bytes: &[u8],
+        header: EventHeader,
+        position: &BinlogPosition,
+        framing: Framing,
+    ) -> Result<EventBody, ExtractError> {
         let type_code = header.type_code;
         let err = |message: String| decode_error(position, type_code, message);
         if type_code == event_type::FORMAT_DESCRIPTION {
             let format = parse_format_description(bytes).map_err(err)?;
-            if format.checksum == ChecksumAlg::Crc32 && self.verify_checksums {
+            // A FORMAT_DESCRIPTION always ends with a real CRC-32, even in
+            // a binlog written with binlog_checksum=NONE (seen on MariaDB
+            // 10.11 and MySQL 5.6+): verifying it whatever the algorithm
+            // byte says keeps one flipped bit in that byte from turning
+            // every later check off.
+            if self.verify_checksums {
                 verify_crc(bytes, position)?;
             }
             self.format = format.clone();
             self.checksum_known = true;
             self.tables.clear();
-            return Ok(event(
-                header,
-                position,
-                EventBody::FormatDescription(format),
-            ));
+            return Ok(EventBody::FormatDescription(format));
         }
         let body = self.strip_checksum(bytes, &header, position, framing)?;
         let phl = self.post_header_len(type_code);
@@ -532,12 +579,7 @@ impl Decoder {
                 r.finish().map_err(err)?;
                 EventBody::Xid(xid)
             }
-            TABLE_MAP => {
-                let table = rows_api::parse_table_map(body, phl, &self.format.server_version)
-                    .map_err(err)?;
-                self.tables.insert(table.table_id, table.clone());
-                EventBody::TableMap(table)
-            }
+            TABLE_MAP => EventBody::TableMap(self.table_map(body, phl).map_err(err)?),
             WRITE_ROWS_V1 | UPDATE_ROWS_V1 | DELETE_ROWS_V1 | WRITE_ROWS_V2 | UPDATE_ROWS_V2
             | DELETE_ROWS_V2 | PARTIAL_UPDATE_ROWS => {
                 self.decode_rows(body, type_code, phl).map_err(err)?
@@ -617,7 +659,7 @@ impl Decoder {
                 })
             }
         };
-        Ok(event(header, position, decoded))
+        Ok(decoded)
     }
 
     /// Post-header length of `type_code` in the current format.
@@ -632,6 +674,34 @@ impl Decoder {
     }
 
     /// Decodes a plain rows event body against the table-map cache.
+    /// Decodes a TABLE_MAP body (or takes it from the cache when the same
+    /// table id was mapped with the same bytes) and caches it.
+    fn table_map(&mut self, body: &[u8], phl: usize) -> Result<TableInfo, String> {
+        if let Ok(id) = rows_table_id(body, phl) {
+            if let Some(cached) = self.tables.get(&id) {
+                if cached.body == body {
+                    return Ok(cached.info.clone());
+                }
+            }
+        }
+        let table = rows_api::parse_table_map(body, phl, &self.format.server_version)?;
+        match self.tables.entry(table.table_id) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let cached = e.get_mut();
+                cached.info.clone_from(&table);
+                cached.body.clear();
+                cached.body.extend_from_slice(body);
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(CachedTable {
+                    info: table.clone(),
+                    body: body.to_vec(),
+                });
+            }
+        }
+        Ok(table)
+    }
+
     fn decode_rows(&self, body: &[u8], type_code: u8, phl: usize) -> Result<EventBody, String> {
         let table_id = rows_table_id(body, phl)?;
         if !self.tables.contains_key(&table_id) {
@@ -640,7 +710,9 @@ impl Decoder {
                  FORMAT_DESCRIPTION"
             ));
         }
-        let decoded = rows_api::decode_rows(body, type_code, phl, |id| self.tables.get(&id))?;
+        let decoded = rows_api::decode_rows(body, type_code, phl, |id| {
+            self.tables.get(&id).map(|c| &c.info)
+        })?;
         Ok(EventBody::Rows {
             table_id: decoded.table_id,
             kind: decoded.kind,
@@ -806,6 +878,12 @@ fn parse_format_description(bytes: &[u8]) -> Result<FormatDescription, String> {
         ));
     }
     let rest = r.rest();
+    if !checksum_aware(&server_version) {
+        return Err(format!(
+            "server version {server_version:?}: binlogs of servers older than MySQL 5.6.1 \
+             or MariaDB 5.3 (no checksum algorithm in FORMAT_DESCRIPTION) are not supported"
+        ));
+    }
     let (lengths, checksum) = if checksum_aware(&server_version) {
         let Some(split) = rest.len().checked_sub(1 + CHECKSUM_LEN) else {
             return Err(format!(
@@ -2281,6 +2359,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn flipped_checksum_algorithm_or_version_byte_is_caught_at_the_format_description() {
+        // One bit in the algorithm byte (CRC32 -> NONE) must not turn the
+        // checks off: the FORMAT_DESCRIPTION's own CRC catches it.
+        let mut fde = fixture_event("crc32", "mariadb-bin.000001", 4);
+        let alg = fde.bytes.len() - 5;
+        fde.bytes[alg] ^= 0x01;
+        let err = Decoder::new().decode(&fde).unwrap_err();
+        assert!(matches!(err, ExtractError::Checksum { .. }), "{err}");
+        assert!(err.to_string().contains("mariadb-bin.000001:4"), "{err}");
+        // A version flipped to look pre-checksum ("00.11.19") is refused.
+        let mut fde = fixture_event("crc32", "mariadb-bin.000001", 4);
+        fde.bytes[19 + 2] ^= 0x01;
+        let err = Decoder::new().decode(&fde).unwrap_err();
+        assert!(err.to_string().contains("mariadb-bin.000001:4"), "{err}");
+        assert!(err.to_string().contains("not supported"), "{err}");
+        // A NONE binlog's FORMAT_DESCRIPTION still carries a valid CRC.
+        let fde = fixture_event("none", "mariadb-bin.000001", 4);
+        Decoder::new().decode(&fde).unwrap();
+    }
+
+    #[test]
     fn flipped_byte_gives_checksum_error_naming_the_position() {
         let mut raw = fixture_event("crc32", "mariadb-bin.000001", 497);
         raw.bytes[19 + 30] ^= 0x01;
@@ -2413,6 +2512,66 @@ pub(crate) mod tests {
             decoder.decode(&raw).unwrap();
         }
         panic!("no rows event");
+    }
+
+    /// `decode_owned` gives what `decode` gives, event by event.
+    #[test]
+    fn decode_owned_matches_decode() {
+        for dir in ["crc32", "none", "b15", "b18", "gcommit", "xa"] {
+            let (mut a, mut b) = (Decoder::new(), Decoder::new());
+            for raw in fixture_events(dir, "mariadb-bin.000001") {
+                let want = a.decode(&raw).map_err(|e| e.to_string());
+                let got = b.decode_owned(raw).map_err(|e| e.to_string());
+                assert_eq!(got, want, "{dir}");
+            }
+        }
+    }
+
+    /// A TABLE_MAP body for table id `id`: `s`.`name` with INT columns.
+    fn table_map_body(id: u64, name: &str, columns: usize) -> Vec<u8> {
+        let mut b = id.to_le_bytes()[..6].to_vec();
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&[1, b's', 0]);
+        b.push(name.len() as u8);
+        b.extend_from_slice(name.as_bytes());
+        b.push(0);
+        b.push(columns as u8);
+        b.extend(std::iter::repeat_n(
+            crate::event::column_type::LONG,
+            columns,
+        ));
+        b.push(0); // no type metadata
+        b.extend(std::iter::repeat_n(0xffu8, columns.div_ceil(8)));
+        b
+    }
+
+    /// The TABLE_MAP cache answers a repeated TABLE_MAP without parsing it
+    /// again, and a changed one for the same table id replaces it.
+    #[test]
+    fn table_map_cache_follows_changed_definitions() {
+        let mut d = primed("none");
+        let decode = |d: &mut Decoder, body: &[u8]| match d
+            .decode(&synthetic(event_type::TABLE_MAP, body, false, 0, 0))
+            .unwrap()
+            .body
+        {
+            EventBody::TableMap(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let first = decode(&mut d, &table_map_body(77, "t", 1));
+        assert_eq!((first.table.as_str(), first.columns.len()), ("t", 1));
+        assert_eq!(decode(&mut d, &table_map_body(77, "t", 1)), first);
+        assert_eq!(d.table(77), Some(&first));
+        let changed = decode(&mut d, &table_map_body(77, "t2", 2));
+        assert_eq!((changed.table.as_str(), changed.columns.len()), ("t2", 2));
+        assert_eq!(d.table(77), Some(&changed));
+        let other = decode(&mut d, &table_map_body(78, "t", 1));
+        assert_eq!(other.table_id, 78);
+        assert_eq!(d.table(77), Some(&changed));
+        // A FORMAT_DESCRIPTION empties the cache.
+        d.decode(&fixture_events("none", "mariadb-bin.000001")[0])
+            .unwrap();
+        assert_eq!(d.table(77), None);
     }
 
     // -- synthetic events ------------------------------------------------------

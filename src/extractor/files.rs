@@ -62,7 +62,7 @@
 //! been consumed and the next call continues at the same event.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -177,6 +177,12 @@ pub struct FileSource {
     crc: Option<bool>,
     /// After a real ROTATE: the file and offset it names.
     rotate_to: Option<(String, u64)>,
+    /// The current file's FORMAT_DESCRIPTION has `LOG_EVENT_BINLOG_IN_USE_F`
+    /// (0x1): the server was still writing it (or crashed while it did).
+    in_use: bool,
+    /// A non-following read stopped before a partly written event at the
+    /// end of a file the server is still writing.
+    ended_in_active_file: bool,
     /// Buffer for the 19-byte header.
     header: [u8; EVENT_HEADER_LEN],
 }
@@ -219,6 +225,8 @@ impl FileSource {
             file: None,
             crc: None,
             rotate_to: None,
+            in_use: false,
+            ended_in_active_file: false,
             header: [0; EVENT_HEADER_LEN],
         })
     }
@@ -238,6 +246,14 @@ impl FileSource {
             ..FileOptions::default()
         };
         FileSource::new(config.binlog_dir.clone(), start, options)
+    }
+
+    /// Whether a non-following read ended before a partly written event at
+    /// the end of the file the server is still writing (its
+    /// FORMAT_DESCRIPTION carries `LOG_EVENT_BINLOG_IN_USE_F`): the end is
+    /// "what exists now", not a truncated binlog.
+    pub fn ended_in_active_file(&self) -> bool {
+        self.ended_in_active_file
     }
 
     /// Where reading started (offset 0 normalized to 4). An event handed out
@@ -310,6 +326,7 @@ impl FileSource {
         self.position = next;
         self.file = None;
         self.crc = None;
+        self.in_use = false;
         self.rotate_to = None;
         self.replay_fde = false;
         Ok(())
@@ -397,6 +414,16 @@ impl FileSource {
             if self.path_of(&file).exists() {
                 return Ok(Step::Switch(file, offset));
             }
+            if !self.options.follow {
+                return Err(self.file_error(
+                    self.position.offset(),
+                    format!(
+                        "the ROTATE event at the end of this file names {file}, which is \
+                         missing from {} (purged or not copied?)",
+                        self.dir.display()
+                    ),
+                ));
+            }
             return Ok(Step::Wait);
         }
         if !self.ensure_open()? {
@@ -417,12 +444,19 @@ impl FileSource {
     /// the incomplete or missing event starts): decide between waiting,
     /// moving to the next file and failing.
     fn at_end(&mut self, offset: u64, tail: Tail) -> Result<Step, ExtractError> {
+        let next = self.next_listed_file()?;
         if let Tail::Partial { have, need } = tail {
             if !self.options.follow {
+                if self.in_use && next.is_none() {
+                    // The server is still writing this event: a read of
+                    // what exists now ends before it.
+                    self.ended_in_active_file = true;
+                    return Ok(Step::Wait);
+                }
                 return Err(self.truncated(offset, have, need));
             }
         }
-        let Some(next) = self.next_listed_file()? else {
+        let Some(next) = next else {
             return Ok(Step::Wait);
         };
         // A newer file is listed. The server wrote everything of this file
@@ -467,6 +501,9 @@ impl FileSource {
 
     /// Reads the event at `offset` (where the reader stands). `Ok(Err(tail))`
     /// when the file does not hold a complete event there (nothing consumed).
+    ///
+    /// Hot path: one allocation per event (its bytes, copied once out of the
+    /// buffered reader's buffer), plus the file name of its position.
     fn read_at(&mut self, offset: u64) -> Result<Result<RawEvent, Tail>, ExtractError> {
         let max_event_size = self.options.max_event_size;
         let verify_log_pos = self.options.verify_log_pos;
@@ -484,97 +521,133 @@ impl FileSource {
                 }
             }));
         }
-        let path = open.path.clone();
         open.reader
             .read_exact(&mut self.header)
-            .map_err(|e| Self::io_error(&path, e))?;
+            .map_err(|e| Self::io_error(&open.path, e))?;
         let header = EventHeader::parse(&self.header).expect("19 bytes");
         let size = u64::from(header.event_size);
-        let bad = |message: String| ExtractError::File {
+        let bad = |path: &Path, message: String| ExtractError::File {
             file: path.display().to_string(),
             offset,
             message,
         };
         if size < EVENT_HEADER_LEN as u64 {
-            return Err(bad(format!(
-                "bad event size {size} (type {}): expected at least {EVENT_HEADER_LEN} bytes",
-                header.type_code
-            )));
+            return Err(bad(
+                &open.path,
+                format!(
+                    "bad event size {size} (type {}): expected at least {EVENT_HEADER_LEN} bytes",
+                    header.type_code
+                ),
+            ));
         }
         if header.event_size > max_event_size {
-            return Err(bad(format!(
-                "bad event size {size} (type {}): larger than the {max_event_size} bytes accepted",
-                header.type_code
-            )));
+            return Err(bad(
+                &open.path,
+                format!(
+                    "bad event size {size} (type {}): larger than the {max_event_size} bytes \
+                     accepted",
+                    header.type_code
+                ),
+            ));
         }
         let end = offset + size;
         if verify_log_pos && header.log_pos != 0 && header.log_pos != end as u32 {
-            return Err(bad(format!(
-                "no event starts here: the header found (type {}, size {size}) ends at offset \
-                 {end}, but its log_pos says {} (a start offset inside an event, or a corrupt \
-                 file)",
-                header.type_code, header.log_pos
-            )));
+            return Err(bad(
+                &open.path,
+                format!(
+                    "no event starts here: the header found (type {}, size {size}) ends at \
+                     offset {end}, but its log_pos says {} (a start offset inside an event, or \
+                     a corrupt file)",
+                    header.type_code, header.log_pos
+                ),
+            ));
         }
         if replay_fde && header.type_code != FORMAT_DESCRIPTION_EVENT {
-            return Err(bad(format!(
-                "expected the FORMAT_DESCRIPTION event (type {FORMAT_DESCRIPTION_EVENT}) at \
-                 offset 4, found type {}",
-                header.type_code
-            )));
+            return Err(bad(
+                &open.path,
+                format!(
+                    "expected the FORMAT_DESCRIPTION event (type {FORMAT_DESCRIPTION_EVENT}) at \
+                     offset 4, found type {}",
+                    header.type_code
+                ),
+            ));
         }
         if !available(open, end)? {
             let have = open.known_len.saturating_sub(offset);
             // Give the header back: nothing is consumed.
             open.reader
                 .seek_relative(-(EVENT_HEADER_LEN as i64))
-                .map_err(|e| Self::io_error(&path, e))?;
+                .map_err(|e| Self::io_error(&open.path, e))?;
             return Ok(Err(Tail::Partial { have, need: size }));
         }
-        let mut bytes = Vec::with_capacity(size as usize);
+        let size = size as usize;
+        let mut bytes = Vec::with_capacity(size);
         bytes.extend_from_slice(&self.header);
-        bytes.resize(size as usize, 0);
-        open.reader
-            .read_exact(&mut bytes[EVENT_HEADER_LEN..])
-            .map_err(|e| {
+        // What the reader's buffer holds is copied straight from it; only
+        // the rest of an event that crosses the buffer's end (or is larger
+        // than the buffer) is read with read_exact.
+        let buffered = open.reader.buffer();
+        let from_buffer = buffered.len().min(size - EVENT_HEADER_LEN);
+        bytes.extend_from_slice(&buffered[..from_buffer]);
+        open.reader.consume(from_buffer);
+        if bytes.len() < size {
+            let filled = bytes.len();
+            bytes.resize(size, 0);
+            open.reader.read_exact(&mut bytes[filled..]).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    bad(format!(
-                        "truncated event: expected {size} bytes, the file shrank while reading"
-                    ))
+                    bad(
+                        &open.path,
+                        format!(
+                            "truncated event: expected {size} bytes, the file shrank while \
+                             reading"
+                        ),
+                    )
                 } else {
-                    Self::io_error(&path, e)
+                    Self::io_error(&open.path, e)
                 }
             })?;
+        }
 
-        let position = self.position.with_offset(offset);
-        if self.replay_fde {
+        let position = if self.replay_fde {
             // Delivered the FORMAT_DESCRIPTION; now go to the start offset.
             self.replay_fde = false;
             self.crc = fde_has_crc(&bytes);
+            self.in_use = fde_in_use(&bytes);
             let target = self.position.offset();
-            let open = self.file.as_mut().expect("open");
             open.reader
                 .seek(SeekFrom::Start(target))
-                .map_err(|e| Self::io_error(&path, e))?;
+                .map_err(|e| Self::io_error(&open.path, e))?;
+            self.position.with_offset(offset)
         } else {
-            self.position = self.position.with_offset(end);
+            // The event starts at the current position (`offset`); the
+            // source moves on to its end.
+            debug_assert_eq!(self.position.offset(), offset);
+            let next = self.position.with_offset(end);
+            let position = std::mem::replace(&mut self.position, next);
             match header.type_code {
-                FORMAT_DESCRIPTION_EVENT => self.crc = fde_has_crc(&bytes),
+                FORMAT_DESCRIPTION_EVENT => {
+                    self.crc = fde_has_crc(&bytes);
+                    self.in_use = fde_in_use(&bytes);
+                }
                 ROTATE_EVENT if header.log_pos != 0 => {
                     let (next, pos) = rotate_target(&bytes, self.crc).ok_or_else(|| {
-                        bad("ROTATE event too short to name the next file".to_owned())
+                        bad(
+                            &open.path,
+                            "ROTATE event too short to name the next file".to_owned(),
+                        )
                     })?;
                     let next = String::from_utf8(next.to_vec()).map_err(|_| {
-                        bad(format!(
-                            "ROTATE event names a file that is not UTF-8: {}",
-                            hex(next)
-                        ))
+                        bad(
+                            &open.path,
+                            format!("ROTATE event names a file that is not UTF-8: {}", hex(next)),
+                        )
                     })?;
                     self.rotate_to = Some((next, pos));
                 }
                 _ => {}
             }
-        }
+            position
+        };
         Ok(Ok(RawEvent { position, bytes }))
     }
 
@@ -665,6 +738,12 @@ pub(crate) fn parse_index(text: &[u8]) -> Vec<String> {
 /// The checksum-algorithm byte precedes the FDE's own 4-byte checksum field
 /// in servers that know checksums (MySQL >= 5.6.1, MariaDB >= 5.3); older
 /// servers never write checksums.
+/// Whether a FORMAT_DESCRIPTION's header flags carry
+/// `LOG_EVENT_BINLOG_IN_USE_F` (0x1): the file is still being written.
+pub(crate) fn fde_in_use(bytes: &[u8]) -> bool {
+    bytes.get(17).is_some_and(|flags| flags & 0x01 != 0)
+}
+
 pub(crate) fn fde_has_crc(bytes: &[u8]) -> Option<bool> {
     // header 19 + binlog_version 2 + server_version 50 + create time 4 +
     // header length 1.
@@ -756,6 +835,10 @@ impl EventSource for FileSource {
             pause = (pause * 2).min(self.options.poll_interval.max(Duration::from_millis(1)));
         }
     }
+
+    fn ended_in_active_file(&self) -> bool {
+        FileSource::ended_in_active_file(self)
+    }
 }
 
 #[cfg(test)]
@@ -833,6 +916,68 @@ mod tests {
 
     fn pos(text: &str) -> BinlogPosition {
         text.parse().unwrap()
+    }
+
+    fn case_file(name: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/tests/fixtures/binlog/events/b16/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_missing_file_named_by_rotate_is_an_error() {
+        let dir = tempdir("missing");
+        std::fs::write(
+            dir.join("mariadb-bin.000001"),
+            case_file("mariadb-bin.000001"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("mariadb-bin.index"),
+            "./mariadb-bin.000001\n./mariadb-bin.000002\n",
+        )
+        .unwrap();
+        let mut source =
+            FileSource::new(&dir, pos("mariadb-bin.000001:4"), FileOptions::default()).unwrap();
+        let err = read_all(&mut source).unwrap_err().to_string();
+        assert!(
+            err.contains("names mariadb-bin.000002, which is missing"),
+            "{err}"
+        );
+        assert!(err.contains("mariadb-bin.000001"), "{err}");
+    }
+
+    #[test]
+    fn a_partial_event_in_a_file_still_being_written_ends_the_read_cleanly() {
+        let dir = tempdir("in-use");
+        let mut bytes = case_file("mariadb-bin.000005");
+        bytes[4 + 17] |= 0x01; // LOG_EVENT_BINLOG_IN_USE_F on the FORMAT_DESCRIPTION
+                               // Event start offsets (walk event_size from the magic).
+        let mut starts = Vec::new();
+        let mut at = 4usize;
+        while at + 13 <= bytes.len() {
+            starts.push(at);
+            at += u32::from_le_bytes(bytes[at + 9..at + 13].try_into().unwrap()) as usize;
+        }
+        // Keep everything before the second-to-last event and half of it
+        // (the last event, a ROTATE, goes).
+        let (start, next) = (starts[starts.len() - 2], starts[starts.len() - 1]);
+        let cut = start + (next - start) / 2;
+        std::fs::write(dir.join("mariadb-bin.000005"), &bytes[..cut]).unwrap();
+        let mut source =
+            FileSource::new(&dir, pos("mariadb-bin.000005:4"), FileOptions::default()).unwrap();
+        let events = read_all(&mut source).unwrap();
+        assert_eq!(events.len(), starts.len() - 2);
+        assert!(source.ended_in_active_file());
+        // Without the flag the same bytes are a truncated binlog.
+        bytes[4 + 17] &= !0x01;
+        std::fs::write(dir.join("mariadb-bin.000005"), &bytes[..cut]).unwrap();
+        let mut source =
+            FileSource::new(&dir, pos("mariadb-bin.000005:4"), FileOptions::default()).unwrap();
+        let err = read_all(&mut source).unwrap_err().to_string();
+        assert!(err.contains("truncated event"), "{err}");
     }
 
     fn read_all(source: &mut FileSource) -> Result<Vec<RawEvent>, ExtractError> {

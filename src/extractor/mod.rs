@@ -28,6 +28,35 @@ pub mod rows;
 use crate::event::{RowKind, Statement, TableInfo, UserVar};
 use crate::position::{BinlogPosition, Gtid};
 
+/// Hasher of the extractor's maps keyed by binlog table id (the decoder's
+/// TABLE_MAP cache, the assembler's per-transaction table index): a
+/// multiplicative (Fibonacci) hash of the `u64`, much cheaper than SipHash
+/// on a path that looks a table id up for every TABLE_MAP and rows event.
+/// Table ids come from the master's binlog, not from an adversary, so the
+/// DoS resistance of SipHash buys nothing here.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TableIdHasher(u64);
+
+impl std::hash::Hasher for TableIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by binlog table id (see [`TableIdHasher`]).
+pub(crate) type TableIdMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<TableIdHasher>>;
+
 /// Length of a v4 binlog event header, bytes.
 pub const EVENT_HEADER_LEN: usize = 19;
 /// The 4 magic bytes at the start of every binlog file.
@@ -305,4 +334,11 @@ pub trait EventSource {
     fn next_event(
         &mut self,
     ) -> impl std::future::Future<Output = Result<Option<RawEvent>, ExtractError>> + Send;
+
+    /// Whether the source ended (`Ok(None)`) at the end of what a server is
+    /// still writing, so that a transaction cut off there is incomplete,
+    /// not truncated. Default `false`.
+    fn ended_in_active_file(&self) -> bool {
+        false
+    }
 }

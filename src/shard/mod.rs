@@ -1,1 +1,75 @@
-//! Shards: shard.map, the shard filter and channel assignment.
+//! Shards: shard.map, the shard filter and channel assignment
+//! (shared/DESIGN.md §2, §4, §5; issue 5).
+//!
+//! A **shard** is the schema a transaction touches, or
+//! [`UNKNOWN_SHARD`](crate::event::UNKNOWN_SHARD) when it touches none, two
+//! or more, or cannot be attributed. Parallel apply is safe because every
+//! transaction of one shard is applied, in the master's commit order, by one
+//! channel. This module holds the rules that decide, per transaction:
+//!
+//! - [`statement`]: which shard a statement (Query event) belongs to; the
+//!   extractor's [`shard_of`](crate::extractor::assemble::shard_of) uses it
+//!   for statements and the table schema for row changes;
+//! - [`map`]: the shard map (`shard.map`): which service masters each shard
+//!   (or `#LOCAL`), and which shards are critical; parsed, written back out
+//!   and edited live;
+//! - [`filter`]: whether a transaction is applied at all ([`ShardFilter`]:
+//!   home-master enforcement, `#LOCAL`, unknown shards, the catalog schema);
+//! - [`channel`]: on which channel it is applied, and whether it is critical
+//!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
+//!
+//! The loaders of `shard.map` and `conf/shard.list` reject a file with every
+//! bad line listed ([`LineProblem`]), never the first one only.
+
+use std::fmt;
+
+pub mod channel;
+pub mod filter;
+pub mod map;
+pub mod statement;
+pub mod store;
+
+pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
+pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
+pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
+pub use statement::{is_transaction_control, statement_shard};
+
+/// One problem on one line of a `shard.map` or `shard.list` text.
+///
+/// Displays as `line N: message`; `N` counts from 1 and counts every line
+/// of the text, comments and blank lines included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineProblem {
+    /// 1-based line number in the text.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl LineProblem {
+    /// A problem on `line` (1-based).
+    pub fn new(line: usize, message: impl Into<String>) -> Self {
+        LineProblem {
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// Displays problems one per line, each as `\n  line N: message`.
+pub(crate) struct ProblemLines<'a>(pub(crate) &'a [LineProblem]);
+
+impl fmt::Display for ProblemLines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in self.0 {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}

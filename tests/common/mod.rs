@@ -54,7 +54,7 @@ pub struct Sandbox {
 }
 
 /// How many native replicas the tests need running.
-pub const REPLICAS: u16 = 1;
+pub const REPLICAS: u16 = 2;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

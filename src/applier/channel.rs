@@ -1,0 +1,943 @@
+//! One apply channel: an OS thread (`shardrep-apply-NN`) with its own
+//! replica connection, applying the transactions the scheduler sends it in
+//! blocks, each block committed together with the channel's restart row.
+//!
+//! Connection: mysql_async over TCP (`prefer_socket` off, so the configured
+//! address is the one used, even on loopback), `CLIENT_FOUND_ROWS` (an
+//! UPDATE reports matched rows, so a missing row is detected), on a
+//! current-thread tokio runtime owned by the thread. Session: `SET NAMES
+//! binary` (bytes pass unchanged), `time_zone = '+00:00'`, `sql_mode =
+//! 'NO_AUTO_VALUE_ON_ZERO'` (as the server's own row applier),
+//! `sql_log_bin` as configured.
+//!
+//! A block is `START TRANSACTION`, the statements of up to
+//! `block_commit_txns` transactions (fewer when the input runs empty), the
+//! restart-row UPDATE, `COMMIT`. A transaction that must run alone
+//! (critical shard, DDL) is committed in a block of its own; DDL commits
+//! implicitly, so its restart row is written right after it.
+//!
+//! Errors: transient ones ([`super::retry`]) roll the block back and retry
+//! it with capped backoff; anything else stops the channel with an
+//! [`ApplyError`] naming seqno, event id, channel, shard, SQL and the
+//! server's code and message.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Params, Value as Param};
+
+use crate::applier::restart::{self, RestartRow};
+use crate::applier::retry::{classify, Backoff, ErrorClass};
+use crate::applier::sql::{quote_ident, PlannedStatement, SqlBuilder, TableShape};
+use crate::event::{
+    column_type, Change, ColumnInfo, RowKind, SessionContext, Statement, TableInfo, Transaction,
+    UserVarValue,
+};
+use crate::position::{ChannelId, Seqno};
+
+/// What the scheduler sends a channel.
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// Apply a transaction; `alone` commits it in a block of its own.
+    Apply {
+        /// The transaction.
+        txn: Arc<Transaction>,
+        /// Epoch of its extraction run.
+        epoch: u64,
+        /// Commit it alone (critical shard or barrier).
+        alone: bool,
+    },
+    /// Periodic sync: when the channel has nothing newer, advance its
+    /// restart row to this position.
+    Sync(Arc<Marker>),
+    /// Clean stop: advance the restart row to this position, then exit.
+    Stop(Arc<Marker>),
+}
+
+/// A position every channel records (SYNC and STOP markers): the last
+/// seqno the scheduler has handled, with its identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    /// The seqno.
+    pub seqno: Seqno,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Binlog position after it.
+    pub event_id: String,
+    /// Its GTID (text), or empty.
+    pub gtid: String,
+    /// Its shard.
+    pub shard_id: String,
+    /// Master commit time, Unix seconds.
+    pub extract_time: u32,
+}
+
+impl Marker {
+    /// The marker of a transaction.
+    pub fn of(txn: &Transaction, epoch: u64) -> Marker {
+        Marker {
+            seqno: txn.seqno,
+            epoch,
+            event_id: txn.end_position.to_string(),
+            gtid: txn.gtid.map(|g| g.to_string()).unwrap_or_default(),
+            shard_id: txn.shard.clone(),
+            extract_time: txn.commit_timestamp,
+        }
+    }
+
+    fn row(&self, channel: u16) -> RestartRow {
+        RestartRow {
+            channel,
+            seqno: Some(self.seqno),
+            epoch: self.epoch,
+            event_id: self.event_id.clone(),
+            gtid: self.gtid.clone(),
+            shard_id: self.shard_id.clone(),
+        }
+    }
+}
+
+/// A definite apply error: what failed and where.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "channel {channel} failed at seqno {seqno} (event {event_id}, shard {shard}): \
+     error {code}: {message}; SQL: {sql}"
+)]
+pub struct ApplyError {
+    /// Channel number.
+    pub channel: u16,
+    /// Seqno of the failing transaction (or marker).
+    pub seqno: u64,
+    /// Its binlog position (`file:pos` after it).
+    pub event_id: String,
+    /// Its shard.
+    pub shard: String,
+    /// The SQL that failed, values elided past 200 characters.
+    pub sql: String,
+    /// Server error code (0 when the error came from elsewhere).
+    pub code: u16,
+    /// The message.
+    pub message: String,
+}
+
+/// Progress shared by the channels and the scheduler: each channel's last
+/// committed seqno (-1: none), the first definite error, and a condition
+/// variable signalled on every change.
+#[derive(Debug)]
+pub struct Progress {
+    committed: Vec<AtomicI64>,
+    error: Mutex<Option<ApplyError>>,
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+impl Progress {
+    /// Progress for `channels` channels, each starting at its restart
+    /// row's seqno.
+    pub fn new(start: &[Option<Seqno>]) -> Progress {
+        Progress {
+            committed: start
+                .iter()
+                .map(|s| AtomicI64::new(s.map_or(-1, |s| s.get() as i64)))
+                .collect(),
+            error: Mutex::new(None),
+            lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Channel `channel`'s last committed seqno (`None`: nothing yet).
+    pub fn committed(&self, channel: usize) -> Option<Seqno> {
+        u64::try_from(self.committed[channel].load(Ordering::Acquire))
+            .ok()
+            .map(Seqno)
+    }
+
+    /// The lowest committed seqno over all channels (`None` when a channel
+    /// has committed nothing).
+    pub fn minimum(&self) -> Option<Seqno> {
+        (0..self.committed.len())
+            .map(|c| self.committed(c))
+            .min()
+            .flatten()
+    }
+
+    /// The first definite error, if any.
+    pub fn error(&self) -> Option<ApplyError> {
+        self.error.lock().expect("progress lock").clone()
+    }
+
+    fn set_committed(&self, channel: usize, seqno: Seqno) {
+        self.committed[channel].fetch_max(seqno.get() as i64, Ordering::AcqRel);
+        let _guard = self.lock.lock().expect("progress lock");
+        self.changed.notify_all();
+    }
+
+    fn set_error(&self, error: ApplyError) {
+        let mut slot = self.error.lock().expect("progress lock");
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+        drop(slot);
+        let _guard = self.lock.lock().expect("progress lock");
+        self.changed.notify_all();
+    }
+
+    /// Blocks until `done()` holds or an error is recorded; returns false
+    /// on error. Wakes at least every 100 ms to re-check.
+    pub fn wait_until(&self, done: impl Fn(&Progress) -> bool) -> bool {
+        let mut guard = self.lock.lock().expect("progress lock");
+        loop {
+            if self.error().is_some() {
+                return false;
+            }
+            if done(self) {
+                return true;
+            }
+            guard = self
+                .changed
+                .wait_timeout(guard, Duration::from_millis(100))
+                .expect("progress lock")
+                .0;
+        }
+    }
+}
+
+/// Settings of one channel.
+#[derive(Clone, Debug)]
+pub struct ChannelSettings {
+    /// The channel.
+    pub channel: ChannelId,
+    /// Replica connection options (see [`replica_opts`]).
+    pub opts: Opts,
+    /// Catalog schema of the restart table.
+    pub catalog: String,
+    /// Binlog the applied changes on the replica.
+    pub sql_log_bin: bool,
+    /// Transactions per block (1: block commit off).
+    pub block_commit_txns: usize,
+    /// Retries of a transient error before it becomes definite (0: never).
+    pub retry_max_attempts: u32,
+    /// Longest wait between retries.
+    pub retry_max_backoff: Duration,
+}
+
+/// mysql_async options for a replica connection: TCP (never silently the
+/// Unix socket), `CLIENT_FOUND_ROWS`, a statement cache of 512.
+pub fn replica_opts(host: &str, port: u16, user: &str, password: &str) -> Opts {
+    OptsBuilder::default()
+        .ip_or_hostname(host.to_string())
+        .tcp_port(port)
+        .user(Some(user.to_string()))
+        .pass(Some(password.to_string()))
+        .prefer_socket(false)
+        .client_found_rows(true)
+        .stmt_cache_size(512)
+        .into()
+}
+
+/// Starts channel `settings.channel` on its own thread; it ends after a
+/// STOP marker (Ok) or a definite error (recorded in `progress` too).
+///
+/// # Errors
+/// The thread could not be spawned.
+pub fn spawn(
+    settings: ChannelSettings,
+    input: Receiver<Work>,
+    progress: Arc<Progress>,
+) -> std::io::Result<std::thread::JoinHandle<Result<(), ApplyError>>> {
+    std::thread::Builder::new()
+        .name(format!("shardrep-apply-{:02}", settings.channel.get()))
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| ApplyError {
+                    channel: settings.channel.get(),
+                    seqno: 0,
+                    event_id: String::new(),
+                    shard: String::new(),
+                    sql: String::new(),
+                    code: 0,
+                    message: format!("cannot start the channel's runtime: {e}"),
+                })?;
+            let channel = settings.channel.index();
+            let result = runtime.block_on(run(settings, input, &progress));
+            if let Err(e) = &result {
+                tracing::error!(channel, error = %e, "channel stopped on an error");
+                progress.set_error(e.clone());
+            }
+            result
+        })
+}
+
+struct Channel {
+    settings: ChannelSettings,
+    conn: Conn,
+    builder: SqlBuilder,
+    shapes: HashMap<(String, String), Arc<ReplicaTable>>,
+    /// Last committed seqno of this channel (restart row).
+    committed: Option<Seqno>,
+}
+
+/// What the replica says about a table: names, key and unsigned columns.
+#[derive(Debug)]
+struct ReplicaTable {
+    shape: TableShape,
+    unsigned: Vec<bool>,
+}
+
+async fn run(
+    settings: ChannelSettings,
+    input: Receiver<Work>,
+    progress: &Progress,
+) -> Result<(), ApplyError> {
+    let index = settings.channel.index();
+    let mut channel = Channel::connect(settings, progress.committed(index)).await?;
+    let mut pending: Option<Work> = None;
+    loop {
+        let first = match pending.take() {
+            Some(w) => w,
+            None => match input.recv() {
+                Ok(w) => w,
+                Err(_) => return Ok(()), // scheduler gone: stop quietly
+            },
+        };
+        match first {
+            Work::Stop(marker) => {
+                channel.record_marker(&marker).await?;
+                progress.set_committed(index, channel.committed.unwrap_or(marker.seqno));
+                return Ok(());
+            }
+            Work::Sync(marker) => {
+                channel.record_marker(&marker).await?;
+                if let Some(s) = channel.committed {
+                    progress.set_committed(index, s);
+                }
+            }
+            Work::Apply { txn, epoch, alone } => {
+                let mut block = vec![(txn, epoch)];
+                if !alone && !is_ddl(&block[0].0) {
+                    while block.len() < channel.settings.block_commit_txns.max(1) {
+                        match input.try_recv() {
+                            Ok(Work::Apply { txn, epoch, alone }) if !alone && !is_ddl(&txn) => {
+                                block.push((txn, epoch));
+                            }
+                            Ok(other) => {
+                                pending = Some(other);
+                                break;
+                            }
+                            Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => break,
+                        }
+                    }
+                }
+                channel.apply_block(&block).await?;
+                if let Some(s) = channel.committed {
+                    progress.set_committed(index, s);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the transaction holds a statement that commits implicitly
+/// (anything but INSERT/UPDATE/DELETE/REPLACE/ROLLBACK statements).
+fn is_ddl(txn: &Transaction) -> bool {
+    txn.changes.iter().any(|c| match c {
+        Change::Statement(s) => !is_dml(&s.sql),
+        _ => false,
+    })
+}
+
+fn is_dml(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
+    let word = text
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    matches!(
+        word.as_str(),
+        "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "ROLLBACK" | "SAVEPOINT" | "XA"
+    )
+}
+
+fn elide(sql: &str) -> String {
+    if sql.chars().count() > 200 {
+        let cut: String = sql.chars().take(200).collect();
+        format!("{cut}… ({} bytes)", sql.len())
+    } else {
+        sql.to_string()
+    }
+}
+
+impl Channel {
+    async fn connect(
+        settings: ChannelSettings,
+        committed: Option<Seqno>,
+    ) -> Result<Channel, ApplyError> {
+        let conn = Conn::new(settings.opts.clone())
+            .await
+            .map_err(|e| connect_error(&settings, &e))?;
+        let mut channel = Channel {
+            settings,
+            conn,
+            builder: SqlBuilder::new(),
+            shapes: HashMap::new(),
+            committed,
+        };
+        channel.setup_session().await?;
+        Ok(channel)
+    }
+
+    async fn setup_session(&mut self) -> Result<(), ApplyError> {
+        let log_bin = if self.settings.sql_log_bin { 1 } else { 0 };
+        let setup = format!(
+            "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
+             sql_log_bin = {log_bin}, autocommit = 1"
+        );
+        self.conn
+            .query_drop(setup.as_str())
+            .await
+            .map_err(|e| self.error_at(None, &setup, &e))
+    }
+
+    async fn reconnect(&mut self) -> Result<(), mysql_async::Error> {
+        let conn = Conn::new(self.settings.opts.clone()).await?;
+        let old = std::mem::replace(&mut self.conn, conn);
+        let _ = old.disconnect().await;
+        self.setup_session()
+            .await
+            .map_err(|e| mysql_async::Error::Other(e.message.into()))
+    }
+
+    fn error_at(
+        &self,
+        at: Option<(&Transaction, u64)>,
+        sql: &str,
+        e: &mysql_async::Error,
+    ) -> ApplyError {
+        let (code, message) = match e {
+            mysql_async::Error::Server(s) => (s.code, s.message.clone()),
+            other => (0, other.to_string()),
+        };
+        ApplyError {
+            channel: self.settings.channel.get(),
+            seqno: at.map_or(0, |(t, _)| t.seqno.get()),
+            event_id: at.map_or_else(String::new, |(t, _)| t.end_position.to_string()),
+            shard: at.map_or_else(String::new, |(t, _)| t.shard.clone()),
+            sql: elide(sql),
+            code,
+            message,
+        }
+    }
+
+    /// Applies a block with retries of transient errors.
+    async fn apply_block(&mut self, block: &[(Arc<Transaction>, u64)]) -> Result<(), ApplyError> {
+        let todo: Vec<&(Arc<Transaction>, u64)> = block
+            .iter()
+            .filter(|(t, _)| self.committed.is_none_or(|c| t.seqno > c))
+            .collect();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
+        loop {
+            match self.try_block(&todo).await {
+                Ok(()) => {
+                    self.committed = todo.last().map(|(t, _)| t.seqno);
+                    return Ok(());
+                }
+                Err((error, Some(cause)))
+                    if classify(&cause) == ErrorClass::Transient
+                        && backoff.attempts() < self.settings.retry_max_attempts =>
+                {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(
+                        channel = self.settings.channel.get(),
+                        seqno = error.seqno,
+                        attempt = backoff.attempts(),
+                        delay_ms = delay.as_millis() as u64,
+                        error = %error.message,
+                        "transient error; rolling back the block and retrying"
+                    );
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    tokio::time::sleep(delay).await;
+                    if matches!(
+                        cause,
+                        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
+                    ) {
+                        if let Err(e) = self.reconnect().await {
+                            tracing::warn!(error = %e, "reconnect failed; will retry");
+                        }
+                    }
+                }
+                Err((error, _)) => {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// One attempt at a block; errors carry the driver error when there is
+    /// one (for classification).
+    async fn try_block(
+        &mut self,
+        todo: &[&(Arc<Transaction>, u64)],
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
+        if !ddl {
+            self.exec_text("START TRANSACTION", None).await?;
+        }
+        for (txn, epoch) in todo {
+            self.apply_txn(txn, *epoch).await?;
+        }
+        let (last, epoch) = todo.last().expect("non-empty block");
+        if ddl {
+            // The statement committed implicitly; record the row now.
+            self.exec_text("START TRANSACTION", None).await?;
+        }
+        let row = Marker::of(last, *epoch).row(self.settings.channel.get());
+        self.update_row(&row, last.commit_timestamp, Some((last, *epoch)))
+            .await?;
+        self.exec_text("COMMIT", Some((last, *epoch))).await?;
+        Ok(())
+    }
+
+    async fn update_row(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, u64)>,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let sql = restart::update_statement(&self.settings.catalog);
+        let result = self
+            .conn
+            .exec_iter(sql.as_str(), restart::update_params(row, extract_time))
+            .await;
+        match result {
+            Ok(r) => {
+                let affected = r.affected_rows();
+                drop(r);
+                if affected != 1 {
+                    return Err((
+                        ApplyError {
+                            channel: self.settings.channel.get(),
+                            seqno: row.seqno.map_or(0, |s| s.get()),
+                            event_id: row.event_id.clone(),
+                            shard: row.shard_id.clone(),
+                            sql: elide(&sql),
+                            code: 0,
+                            message: format!(
+                                "the restart row of channel {} is missing or ahead of seqno {}: \
+                                 it never moves backwards",
+                                row.channel,
+                                row.seqno.map_or(-1, |s| s.get() as i64)
+                            ),
+                        },
+                        None,
+                    ));
+                }
+                Ok(())
+            }
+            Err(e) => Err((self.error_at(at, &sql, &e), Some(e))),
+        }
+    }
+
+    async fn exec_text(
+        &mut self,
+        sql: &str,
+        at: Option<(&Transaction, u64)>,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        self.conn
+            .query_drop(sql)
+            .await
+            .map_err(|e| (self.error_at(at, sql, &e), Some(e)))
+    }
+
+    /// Records a SYNC/STOP marker when the channel has nothing newer.
+    async fn record_marker(&mut self, marker: &Marker) -> Result<(), ApplyError> {
+        if self.committed.is_some_and(|c| c >= marker.seqno) {
+            return Ok(());
+        }
+        let row = marker.row(self.settings.channel.get());
+        let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
+        loop {
+            let attempt = async {
+                self.exec_text("START TRANSACTION", None).await?;
+                self.update_row(&row, marker.extract_time, None).await?;
+                self.exec_text("COMMIT", None).await
+            }
+            .await;
+            match attempt {
+                Ok(()) => {
+                    self.committed = Some(marker.seqno);
+                    return Ok(());
+                }
+                Err((_, Some(cause)))
+                    if classify(&cause) == ErrorClass::Transient
+                        && backoff.attempts() < self.settings.retry_max_attempts =>
+                {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    if matches!(
+                        cause,
+                        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
+                    ) {
+                        let _ = self.reconnect().await;
+                    }
+                }
+                Err((error, _)) => {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    async fn apply_txn(
+        &mut self,
+        txn: &Transaction,
+        epoch: u64,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let mut planned = Vec::new();
+        for change in &txn.changes {
+            match change {
+                Change::Annotation(_) => {}
+                Change::Statement(statement) => {
+                    if statement.sql.eq_ignore_ascii_case(b"ROLLBACK") {
+                        // The master rolled back the transactional part.
+                        self.exec_text("ROLLBACK", Some((txn, epoch))).await?;
+                        self.exec_text("START TRANSACTION", Some((txn, epoch)))
+                            .await?;
+                        continue;
+                    }
+                    self.apply_statement(txn, epoch, statement).await?;
+                }
+                Change::Rows(rows) => {
+                    let info = txn.table_of(rows);
+                    let table = self.replica_table(info).await.map_err(|e| {
+                        (
+                            self.error_at(
+                                Some((txn, epoch)),
+                                "SELECT … FROM information_schema",
+                                &e,
+                            ),
+                            Some(e),
+                        )
+                    })?;
+                    let fk_off = rows.foreign_key_checks_off();
+                    if fk_off {
+                        self.exec_text("SET foreign_key_checks = 0", Some((txn, epoch)))
+                            .await?;
+                    }
+                    planned.clear();
+                    let columns = fix_signedness(&info.columns, &table.unsigned);
+                    if let Err(message) =
+                        self.builder
+                            .plan(rows, &columns, &table.shape, &mut planned)
+                    {
+                        return Err((
+                            ApplyError {
+                                channel: self.settings.channel.get(),
+                                seqno: txn.seqno.get(),
+                                event_id: txn.end_position.to_string(),
+                                shard: txn.shard.clone(),
+                                sql: String::new(),
+                                code: 0,
+                                message,
+                            },
+                            None,
+                        ));
+                    }
+                    for statement in planned.drain(..) {
+                        self.exec_planned(txn, epoch, &statement).await?;
+                    }
+                    if fk_off {
+                        self.exec_text("SET foreign_key_checks = 1", Some((txn, epoch)))
+                            .await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn exec_planned(
+        &mut self,
+        txn: &Transaction,
+        epoch: u64,
+        statement: &PlannedStatement,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let result = self
+            .conn
+            .exec_iter(
+                &*statement.sql,
+                Params::Positional(statement.params.clone()),
+            )
+            .await;
+        let affected = match result {
+            Ok(r) => {
+                let n = r.affected_rows();
+                drop(r);
+                n
+            }
+            Err(e) => {
+                return Err((
+                    self.error_at(Some((txn, epoch)), &statement.sql, &e),
+                    Some(e),
+                ))
+            }
+        };
+        if affected < statement.expected_rows && statement.kind != RowKind::Insert {
+            return Err((
+                ApplyError {
+                    channel: self.settings.channel.get(),
+                    seqno: txn.seqno.get(),
+                    event_id: txn.end_position.to_string(),
+                    shard: txn.shard.clone(),
+                    sql: elide(&statement.sql),
+                    code: crate::applier::retry::ER_KEY_NOT_FOUND,
+                    message: format!(
+                        "{:?} matched {affected} of {} rows: the replica has diverged from the master",
+                        statement.kind, statement.expected_rows
+                    ),
+                },
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    async fn apply_statement(
+        &mut self,
+        txn: &Transaction,
+        epoch: u64,
+        statement: &Statement,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let at = Some((txn, epoch));
+        let context = session_setup(&statement.context);
+        for (sql, params) in &context {
+            let result = if params.is_empty() {
+                self.conn.query_drop(sql.as_str()).await
+            } else {
+                self.conn
+                    .exec_drop(sql.as_str(), Params::Positional(params.clone()))
+                    .await
+            };
+            result.map_err(|e| (self.error_at(at, sql, &e), Some(e)))?;
+        }
+        if let Some(db) = &statement.default_schema {
+            self.exec_text(&format!("USE {}", quote_ident(db)), at)
+                .await?;
+        }
+        let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
+        let result = self.conn.query_drop(statement.sql.as_slice()).await;
+        // Back to the channel's own session before anything else.
+        let restore =
+            "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
+                       foreign_key_checks = 1, unique_checks = 1, TIMESTAMP = DEFAULT, \
+                       insert_id = 0, last_insert_id = 0";
+        result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
+        self.exec_text(restore, at).await?;
+        // DDL may change any table of its schema: forget cached shapes.
+        if !is_dml(&statement.sql) {
+            self.shapes.clear();
+            self.builder = SqlBuilder::new();
+        }
+        Ok(())
+    }
+
+    /// Column names, key and signedness of a table, from the binlog
+    /// metadata when complete, else from the replica (cached until DDL).
+    async fn replica_table(
+        &mut self,
+        info: &TableInfo,
+    ) -> Result<Arc<ReplicaTable>, mysql_async::Error> {
+        let key = (info.schema.clone(), info.table.clone());
+        if let Some(t) = self.shapes.get(&key) {
+            if t.shape.columns.len() == info.columns.len() {
+                return Ok(t.clone());
+            }
+        }
+        let names: Option<Vec<String>> = info.columns.iter().map(|c| c.name.clone()).collect();
+        let signed_known = info
+            .columns
+            .iter()
+            .all(|c| c.unsigned.is_some() || !is_integer(c));
+        let table = if let (Some(names), Some(pk), true) =
+            (names, info.primary_key.clone(), signed_known)
+        {
+            ReplicaTable {
+                shape: TableShape {
+                    schema: info.schema.clone(),
+                    table: info.table.clone(),
+                    columns: names,
+                    primary_key: (!pk.is_empty()).then_some(pk),
+                },
+                unsigned: vec![false; info.columns.len()],
+            }
+        } else {
+            let rows: Vec<(String, String)> = self
+                .conn
+                .exec(
+                    "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                    (info.schema.as_str(), info.table.as_str()),
+                )
+                .await?;
+            let key_columns: Vec<String> = self
+                .conn
+                .exec(
+                    "SELECT COLUMN_NAME FROM information_schema.STATISTICS \
+                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' \
+                     ORDER BY SEQ_IN_INDEX",
+                    (info.schema.as_str(), info.table.as_str()),
+                )
+                .await?;
+            let names: Vec<String> = rows.iter().map(|(n, _)| n.clone()).collect();
+            let primary_key: Vec<u16> = key_columns
+                .iter()
+                .filter_map(|k| names.iter().position(|n| n == k).map(|i| i as u16))
+                .collect();
+            ReplicaTable {
+                unsigned: rows
+                    .iter()
+                    .map(|(_, t)| t.to_ascii_lowercase().contains("unsigned"))
+                    .collect(),
+                shape: TableShape {
+                    schema: info.schema.clone(),
+                    table: info.table.clone(),
+                    columns: names,
+                    primary_key: (!primary_key.is_empty()).then_some(primary_key),
+                },
+            }
+        };
+        let table = Arc::new(table);
+        self.shapes.insert(key, table.clone());
+        Ok(table)
+    }
+}
+
+fn connect_error(settings: &ChannelSettings, e: &mysql_async::Error) -> ApplyError {
+    ApplyError {
+        channel: settings.channel.get(),
+        seqno: 0,
+        event_id: String::new(),
+        shard: String::new(),
+        sql: String::new(),
+        code: match e {
+            mysql_async::Error::Server(s) => s.code,
+            _ => 0,
+        },
+        message: format!("cannot connect to the replica: {e}"),
+    }
+}
+
+fn is_integer(c: &ColumnInfo) -> bool {
+    matches!(
+        c.column_type,
+        column_type::TINY
+            | column_type::SHORT
+            | column_type::INT24
+            | column_type::LONG
+            | column_type::LONGLONG
+    )
+}
+
+/// Columns with signedness filled in from the replica where the binlog did
+/// not carry it.
+fn fix_signedness(columns: &[ColumnInfo], unsigned: &[bool]) -> Vec<ColumnInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut c = c.clone();
+            if c.unsigned.is_none() && is_integer(&c) {
+                c.unsigned = Some(unsigned.get(i).copied().unwrap_or(false));
+            }
+            c
+        })
+        .collect()
+}
+
+/// The statements that set a statement's session context before it runs:
+/// `(sql, params)` pairs.
+fn session_setup(context: &SessionContext) -> Vec<(String, Vec<Param>)> {
+    let mut out: Vec<(String, Vec<Param>)> = Vec::new();
+    let mut set = vec![format!("TIMESTAMP = {}", context.timestamp)];
+    if let Some(micros) = context.timestamp_micros {
+        set[0] = format!("TIMESTAMP = {}.{micros:06}", context.timestamp);
+    }
+    if let Some(mode) = context.sql_mode {
+        set.push(format!("sql_mode = {mode}"));
+    }
+    if let Some(flags) = context.flags2 {
+        set.push(format!(
+            "foreign_key_checks = {}, unique_checks = {}",
+            u8::from(flags & 0x0400_0000 == 0),
+            u8::from(flags & 0x0800_0000 == 0)
+        ));
+    }
+    if let (Some(client), Some(conn), Some(server)) = (
+        context.charset_client,
+        context.collation_connection,
+        context.collation_server,
+    ) {
+        set.push(format!(
+            "character_set_client = {client}, collation_connection = {conn}, collation_server = {server}"
+        ));
+    }
+    if let Some((increment, offset)) = context.auto_increment {
+        set.push(format!(
+            "auto_increment_increment = {increment}, auto_increment_offset = {offset}"
+        ));
+    }
+    if let Some(id) = context.insert_id {
+        set.push(format!("insert_id = {id}"));
+    }
+    if let Some(id) = context.last_insert_id {
+        set.push(format!("last_insert_id = {id}"));
+    }
+    if let Some((s1, s2)) = context.rand_seeds {
+        set.push(format!("rand_seed1 = {s1}, rand_seed2 = {s2}"));
+    }
+    out.push((format!("SET {}", set.join(", ")), Vec::new()));
+    if let Some(tz) = &context.time_zone {
+        out.push((
+            "SET time_zone = ?".to_string(),
+            vec![Param::Bytes(tz.as_bytes().to_vec())],
+        ));
+    }
+    for var in &context.user_vars {
+        let name = quote_ident(&var.name);
+        let (sql, params) = match &var.value {
+            None => (format!("SET @{name} = NULL"), Vec::new()),
+            Some(UserVarValue::String { bytes, .. }) => (
+                format!("SET @{name} = ?"),
+                vec![Param::Bytes(bytes.clone())],
+            ),
+            Some(UserVarValue::Real(v)) => (format!("SET @{name} = ?"), vec![Param::Double(*v)]),
+            Some(UserVarValue::Int { value, unsigned }) => (
+                format!("SET @{name} = ?"),
+                vec![if *unsigned {
+                    Param::UInt(*value as u64)
+                } else {
+                    Param::Int(*value)
+                }],
+            ),
+            Some(UserVarValue::Decimal(d)) => (
+                format!("SET @{name} = CAST(? AS DECIMAL(65,30))"),
+                vec![Param::Bytes(d.as_bytes().to_vec())],
+            ),
+        };
+        out.push((sql, params));
+    }
+    out
+}

@@ -1,0 +1,278 @@
+//! Restart positions on the replica: the catalog schema `shardrep_<service>`
+//! holds one row per channel, updated in the same transaction as the data
+//! it records (shared/DESIGN.md §4, §5).
+//!
+//! Table `restart_position`:
+//! `channel` (primary key), `seqno` (-1 before the first transaction),
+//! `epoch`, `event_id` (binlog `file:pos` after the transaction), `gtid`
+//! (the source's GTID position after it), `shard_id`, `extract_time` (master
+//! commit time, UTC), `commit_time` (replica commit time, UTC),
+//! `applied_latency_ms`.
+//!
+//! Binary logging: the row is written in the same transaction as the data,
+//! and `sql_log_bin` cannot change inside a transaction, so with
+//! `replica.sql_log_bin = true` (the default, so that the replica's own
+//! replicas receive the data) the catalog rows are binlogged too. The shard
+//! filter never treats the catalog schema as a user shard, so a downstream
+//! shardrep drops them; native downstream replicas apply them to their own
+//! copy of the table, which nothing reads.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Value as Param};
+
+use crate::applier::sql::quote_ident;
+use crate::position::{ChannelId, Seqno};
+
+/// Name of the restart table inside the catalog schema.
+pub const RESTART_TABLE: &str = "restart_position";
+
+/// One channel's restart row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartRow {
+    /// The channel.
+    pub channel: u16,
+    /// Last committed seqno; `None` before the first.
+    pub seqno: Option<Seqno>,
+    /// Epoch of that seqno's extraction run.
+    pub epoch: u64,
+    /// Binlog position after that transaction (`file:pos`), empty before
+    /// the first.
+    pub event_id: String,
+    /// Source GTID position after that transaction (MariaDB text form),
+    /// empty when unknown.
+    pub gtid: String,
+    /// Shard of that transaction.
+    pub shard_id: String,
+}
+
+/// The `CREATE` statements of the catalog schema and restart table.
+pub fn create_statements(catalog: &str) -> [String; 2] {
+    let schema = quote_ident(catalog);
+    [
+        format!("CREATE DATABASE IF NOT EXISTS {schema}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {schema}.{} (\
+             channel SMALLINT UNSIGNED NOT NULL PRIMARY KEY, \
+             seqno BIGINT NOT NULL, \
+             epoch BIGINT UNSIGNED NOT NULL, \
+             event_id VARCHAR(512) CHARACTER SET utf8mb4 NOT NULL, \
+             gtid TEXT CHARACTER SET ascii NOT NULL, \
+             shard_id VARCHAR(192) CHARACTER SET utf8mb4 NOT NULL, \
+             extract_time DATETIME(6) NULL, \
+             commit_time DATETIME(6) NULL, \
+             applied_latency_ms BIGINT NOT NULL DEFAULT 0\
+             ) ENGINE=InnoDB",
+            quote_ident(RESTART_TABLE)
+        ),
+    ]
+}
+
+/// The UPDATE that records a channel's progress, run just before COMMIT
+/// in the transaction that carries the data. Parameters, in order:
+/// `seqno`, `epoch`, `event_id`, `gtid`, `shard_id`, `extract_time` (Unix
+/// seconds), then `channel`. The `seqno <= ?` guard keeps the row from
+/// moving backwards: such an update matches no row, which the channel
+/// treats as an error.
+pub fn update_statement(catalog: &str) -> String {
+    format!(
+        "UPDATE {}.{} SET seqno = ?, epoch = ?, event_id = ?, gtid = ?, shard_id = ?, \
+         extract_time = FROM_UNIXTIME(?), commit_time = UTC_TIMESTAMP(6), \
+         applied_latency_ms = GREATEST(0, TIMESTAMPDIFF(MICROSECOND, FROM_UNIXTIME(?), UTC_TIMESTAMP(6)) DIV 1000) \
+         WHERE channel = ? AND seqno <= ?",
+        quote_ident(catalog),
+        quote_ident(RESTART_TABLE)
+    )
+}
+
+/// Parameters of [`update_statement`] for `row`, committed at master time
+/// `extract_time` (Unix seconds).
+pub fn update_params(row: &RestartRow, extract_time: u32) -> Params {
+    let seqno = row.seqno.map_or(-1, |s| s.get() as i64);
+    Params::Positional(vec![
+        Param::Int(seqno),
+        Param::UInt(row.epoch),
+        Param::Bytes(row.event_id.as_bytes().to_vec()),
+        Param::Bytes(row.gtid.as_bytes().to_vec()),
+        Param::Bytes(row.shard_id.as_bytes().to_vec()),
+        Param::UInt(u64::from(extract_time)),
+        Param::UInt(u64::from(extract_time)),
+        Param::UInt(u64::from(row.channel)),
+        Param::Int(seqno),
+    ])
+}
+
+/// Errors of the restart table.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    /// The replica refused a statement.
+    #[error("restart table {catalog}.{RESTART_TABLE}: {source}")]
+    Sql {
+        /// Catalog schema.
+        catalog: String,
+        /// The error.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// The stored channel count differs from the configured one and the
+    /// rows are not all at one seqno.
+    #[error(
+        "restart table {catalog}.{RESTART_TABLE} holds {stored} channels at different seqnos \
+         ({seqnos}); the channel count can change to {configured} only after a clean offline: \
+         restart with {stored} channels and go offline cleanly first"
+    )]
+    ChannelCountChange {
+        /// Catalog schema.
+        catalog: String,
+        /// Channels in the table.
+        stored: usize,
+        /// Channels configured.
+        configured: u16,
+        /// The stored seqnos, comma separated.
+        seqnos: String,
+    },
+}
+
+/// Creates the catalog and reads every restart row; on first start, or
+/// after a clean offline with a different channel count, (re)creates one
+/// row per channel at the common seqno.
+///
+/// # Errors
+/// [`RestartError::ChannelCountChange`] when the count differs and the
+/// rows are not at one seqno; [`RestartError::Sql`] otherwise.
+pub async fn prepare(
+    conn: &mut Conn,
+    catalog: &str,
+    channels: u16,
+) -> Result<Vec<RestartRow>, RestartError> {
+    let sql_err = |source| RestartError::Sql {
+        catalog: catalog.to_string(),
+        source,
+    };
+    conn.query_drop("SET SESSION sql_log_bin = 0")
+        .await
+        .map_err(sql_err)?;
+    for statement in create_statements(catalog) {
+        conn.query_drop(statement).await.map_err(sql_err)?;
+    }
+    let mut rows = read(conn, catalog).await?;
+    if rows.len() != usize::from(channels) {
+        let distinct: std::collections::BTreeSet<Option<Seqno>> =
+            rows.iter().map(|r| r.seqno).collect();
+        if distinct.len() > 1 {
+            return Err(RestartError::ChannelCountChange {
+                catalog: catalog.to_string(),
+                stored: rows.len(),
+                configured: channels,
+                seqnos: rows
+                    .iter()
+                    .map(|r| r.seqno.map_or("-1".to_string(), |s| s.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+        let template = rows.first().cloned().unwrap_or(RestartRow {
+            channel: 0,
+            seqno: None,
+            epoch: 0,
+            event_id: String::new(),
+            gtid: String::new(),
+            shard_id: String::new(),
+        });
+        let table = format!("{}.{}", quote_ident(catalog), quote_ident(RESTART_TABLE));
+        conn.query_drop("START TRANSACTION")
+            .await
+            .map_err(sql_err)?;
+        conn.query_drop(format!("DELETE FROM {table}"))
+            .await
+            .map_err(sql_err)?;
+        for channel in ChannelId::all(channels) {
+            conn.exec_drop(
+                format!(
+                    "INSERT INTO {table} (channel, seqno, epoch, event_id, gtid, shard_id) \
+                     VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    channel.get(),
+                    template.seqno.map_or(-1, |s| s.get() as i64),
+                    template.epoch,
+                    template.event_id.clone(),
+                    template.gtid.clone(),
+                    template.shard_id.clone(),
+                ),
+            )
+            .await
+            .map_err(sql_err)?;
+        }
+        conn.query_drop("COMMIT").await.map_err(sql_err)?;
+        rows = read(conn, catalog).await?;
+    }
+    conn.query_drop("SET SESSION sql_log_bin = DEFAULT")
+        .await
+        .map_err(sql_err)?;
+    Ok(rows)
+}
+
+/// Every restart row, by channel.
+///
+/// # Errors
+/// [`RestartError::Sql`].
+pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, RestartError> {
+    let rows: Vec<(u16, i64, u64, String, String, String)> = conn
+        .query(format!(
+            "SELECT channel, seqno, epoch, event_id, gtid, shard_id FROM {}.{} ORDER BY channel",
+            quote_ident(catalog),
+            quote_ident(RESTART_TABLE)
+        ))
+        .await
+        .map_err(|source| RestartError::Sql {
+            catalog: catalog.to_string(),
+            source,
+        })?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(channel, seqno, epoch, event_id, gtid, shard_id)| RestartRow {
+                channel,
+                seqno: u64::try_from(seqno).ok().map(Seqno),
+                epoch,
+                event_id,
+                gtid,
+                shard_id,
+            },
+        )
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_quote_the_catalog() {
+        let [db, table] = create_statements("shardrep_a`b");
+        assert_eq!(db, "CREATE DATABASE IF NOT EXISTS `shardrep_a``b`");
+        assert!(
+            table.starts_with("CREATE TABLE IF NOT EXISTS `shardrep_a``b`.`restart_position` (")
+        );
+        assert!(update_statement("x").ends_with("WHERE channel = ? AND seqno <= ?"));
+    }
+
+    #[test]
+    fn update_params_in_order() {
+        let row = RestartRow {
+            channel: 3,
+            seqno: Some(Seqno(42)),
+            epoch: 7,
+            event_id: "mariadb-bin.000002:1234".into(),
+            gtid: "0-1-99".into(),
+            shard_id: "sb01".into(),
+        };
+        let Params::Positional(p) = update_params(&row, 1_700_000_000) else {
+            panic!("positional")
+        };
+        assert_eq!(p[0], Param::Int(42));
+        assert_eq!(p[7], Param::UInt(3));
+        assert_eq!(p[8], Param::Int(42));
+        assert_eq!(p.len(), 9);
+    }
+}

@@ -1,0 +1,210 @@
+//! The queue layer's error type.
+
+use std::path::PathBuf;
+
+use crate::position::Seqno;
+
+/// Every error of the queue layer. Messages say what failed and where: the
+/// queue directory or the segment directory, and the seqno when one is
+/// concerned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueError {
+    /// The options are unusable (a size or interval of 0).
+    #[error("queue {}: invalid options: {message}", dir.display())]
+    InvalidOptions {
+        /// The queue directory.
+        dir: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A file-system operation on the queue directory failed.
+    #[error("queue {}: cannot {op}: {source}", dir.display())]
+    Io {
+        /// The queue directory.
+        dir: PathBuf,
+        /// What was being done, e.g. `create the directory`.
+        op: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// sled failed on a segment (I/O error, lock held by another process,
+    /// corruption it detected).
+    #[error("queue segment {}: cannot {op}: {source}", segment.display())]
+    Storage {
+        /// The segment directory.
+        segment: PathBuf,
+        /// What was being done, e.g. `flush (fsync)`.
+        op: String,
+        /// sled's error.
+        #[source]
+        source: sled::Error,
+    },
+
+    /// A stored record cannot be read back: checksum mismatch, cut short,
+    /// undecodable, missing, or holding another seqno. The queue never
+    /// returns a transaction from a record that fails these checks.
+    #[error("queue segment {}: record of seqno {seqno} is corrupt: {reason}", segment.display())]
+    Corrupt {
+        /// The segment directory (the queue directory for a record still in
+        /// memory).
+        segment: PathBuf,
+        /// The seqno whose record failed.
+        seqno: Seqno,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A segment's sled data file cannot be recovered: sled 0.34 panics
+    /// on a damaged log (the panic is caught and reported here), or
+    /// recovers a damaged file as an empty database although the segment's
+    /// `HAS-DATA` marker says it was flushed with transactions. Every seqno
+    /// of the segment is unreadable.
+    #[error(
+        "queue segment {} (seqnos from {start}) is corrupt and cannot be opened: {reason}",
+        segment.display()
+    )]
+    SegmentCorrupt {
+        /// The segment directory.
+        segment: PathBuf,
+        /// The segment's first seqno.
+        start: Seqno,
+        /// What sled reported.
+        reason: String,
+    },
+
+    /// A record was written in a format this version does not read (a
+    /// newer shardrep wrote it).
+    #[error(
+        "queue segment {}: record of seqno {seqno} has format {format}; this version reads format {}",
+        segment.display(), super::codec::FORMAT_V1
+    )]
+    UnsupportedFormat {
+        /// The segment directory.
+        segment: PathBuf,
+        /// The seqno of the record.
+        seqno: Seqno,
+        /// Its format byte.
+        format: u8,
+    },
+
+    /// An append whose seqno is not the next one (a gap or a going back).
+    #[error(
+        "queue {}: cannot append seqno {got}: seqnos are dense and the next one is {expected}",
+        dir.display()
+    )]
+    OutOfOrder {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The seqno the queue expects.
+        expected: Seqno,
+        /// The seqno given.
+        got: Seqno,
+    },
+
+    /// The progress given with a transaction is for another seqno.
+    #[error(
+        "queue {}: the extractor progress given with seqno {txn} is for seqno {progress}",
+        dir.display()
+    )]
+    ProgressMismatch {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The transaction's seqno.
+        txn: Seqno,
+        /// The progress's seqno.
+        progress: Seqno,
+    },
+
+    /// A read below the lowest kept seqno.
+    #[error(
+        "queue {}: seqno {seqno} was purged; the queue keeps seqnos from {first_kept}",
+        dir.display()
+    )]
+    Purged {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The seqno asked for.
+        seqno: Seqno,
+        /// The lowest seqno not purged.
+        first_kept: Seqno,
+    },
+
+    /// [`super::TransactionQueue::try_append`] found the queue full.
+    #[error(
+        "queue {} is full: about {size_bytes} bytes on disk with max_size_bytes = {max_size_bytes}; \
+         it makes room when applied transactions are purged",
+        dir.display()
+    )]
+    Full {
+        /// The queue directory.
+        dir: PathBuf,
+        /// Estimated bytes on disk, with the record to append.
+        size_bytes: u64,
+        /// The configured maximum.
+        max_size_bytes: u64,
+    },
+
+    /// A transaction could not be serialized.
+    #[error("queue {}: cannot encode seqno {seqno}: {message}", dir.display())]
+    Encode {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The transaction's seqno.
+        seqno: Seqno,
+        /// postcard's message.
+        message: String,
+    },
+
+    /// The queue directory does not hold a usable queue (stray or
+    /// inconsistent segments).
+    #[error("queue {}: {message}", dir.display())]
+    Layout {
+        /// The queue directory.
+        dir: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// The queue was closed.
+    #[error("queue {} is closed", dir.display())]
+    Closed {
+        /// The queue directory.
+        dir: PathBuf,
+    },
+
+    /// An earlier write or flush failed; the queue refuses appends until
+    /// it is reopened (which recovers the last consistent state).
+    #[error("queue {} refuses appends after a storage failure: {message}", dir.display())]
+    Failed {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The first failure.
+        message: String,
+    },
+
+    /// An append or purge on a queue opened read-only.
+    #[error("queue {} is open read-only", dir.display())]
+    ReadOnly {
+        /// The queue directory.
+        dir: PathBuf,
+    },
+}
+
+impl QueueError {
+    /// The seqno the error is about, when there is one.
+    pub fn seqno(&self) -> Option<Seqno> {
+        match self {
+            QueueError::Corrupt { seqno, .. }
+            | QueueError::UnsupportedFormat { seqno, .. }
+            | QueueError::Purged { seqno, .. }
+            | QueueError::Encode { seqno, .. } => Some(*seqno),
+            QueueError::OutOfOrder { got, .. } => Some(*got),
+            QueueError::ProgressMismatch { txn, .. } => Some(*txn),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,639 @@
+//! One segment of the queue: a sled database in its own directory holding
+//! the blocks of a contiguous range of seqnos.
+//!
+//! Directory name: `seg-` followed by the segment's first seqno as 20
+//! decimal digits (`seg-00000000000000001234`), so names sort by seqno.
+//!
+//! Keys: `b'r'`, the block's first seqno (u64 big endian), the chunk index
+//! (u32 big endian): 13 bytes. A block is stored as one value (chunk 0)
+//! when it is at most [`CHUNK_BYTES`] long, else split into chunks
+//! 0, 1, ... of [`CHUNK_BYTES`] written in one sled batch.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::position::Seqno;
+
+use super::QueueError;
+
+/// Largest sled value the queue writes, bytes. sled 0.34 stores a tree
+/// node whose serialized size exceeds a quarter of its log segment
+/// (512 KiB by default, so about 128 KiB) as a separate "blob" file that
+/// its `flush` never fsyncs; a leaf holds up to about 20 values, so
+/// values of at most 6 KiB keep every node inline in the fsynced log.
+pub const CHUNK_BYTES: usize = 6 * 1024;
+
+/// Name of the marker file a segment gets once it holds a durable block:
+/// an empty segment with the marker has lost its data (sled 0.34 may
+/// recover a damaged data file as an empty database).
+pub const HAS_DATA_MARKER: &str = "HAS-DATA";
+
+/// Prefix of the directory a segment is created under before it is
+/// renamed into place.
+pub const NEW_PREFIX: &str = "new-";
+
+/// Key prefix of block chunks.
+const BLOCK_PREFIX: u8 = b'r';
+
+/// Cache of each segment's sled database, bytes.
+const SLED_CACHE_BYTES: u64 = 16 << 20;
+
+/// The sled key of chunk `chunk` of the block that starts at `first`.
+pub fn block_key(first: Seqno, chunk: u32) -> [u8; 13] {
+    let mut key = [0u8; 13];
+    key[0] = BLOCK_PREFIX;
+    key[1..9].copy_from_slice(&first.0.to_be_bytes());
+    key[9..13].copy_from_slice(&chunk.to_be_bytes());
+    key
+}
+
+/// The (first seqno, chunk index) of a block key; `None` for any other
+/// key.
+pub fn parse_block_key(key: &[u8]) -> Option<(Seqno, u32)> {
+    if key.len() != 13 || key[0] != BLOCK_PREFIX {
+        return None;
+    }
+    let first = u64::from_be_bytes(key[1..9].try_into().ok()?);
+    let chunk = u32::from_be_bytes(key[9..13].try_into().ok()?);
+    Some((Seqno(first), chunk))
+}
+
+/// The directory name of the segment starting at `start`.
+pub fn segment_dir_name(start: Seqno) -> String {
+    format!("seg-{:020}", start.0)
+}
+
+/// The first seqno of a segment directory name; `None` when `name` is not
+/// one.
+pub fn parse_segment_dir_name(name: &str) -> Option<Seqno> {
+    let digits = name.strip_prefix("seg-")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Seqno)
+}
+
+/// A block read back: its first seqno and its bytes (records
+/// concatenated).
+#[derive(Clone, Debug)]
+pub struct Block {
+    /// Seqno of the block's first record.
+    pub first: Seqno,
+    /// The records.
+    pub bytes: sled::IVec,
+}
+
+/// One segment: directory, lazily opened sled database, size accounting.
+pub struct Segment {
+    start: Seqno,
+    dir: PathBuf,
+    /// The queue directory (for the trash rename on removal).
+    queue_dir: PathBuf,
+    db: Mutex<Option<sled::Db>>,
+    /// Bytes on disk at the last measurement.
+    measured_bytes: AtomicU64,
+    /// Block bytes written since the last measurement.
+    written_since: AtomicU64,
+    /// Block bytes written into the segment (estimated as half the size on
+    /// disk for a segment found at open).
+    written_total: AtomicU64,
+    /// Delete the directory when the last handle goes.
+    remove_on_drop: AtomicBool,
+    /// The [`HAS_DATA_MARKER`] file exists.
+    marked: AtomicBool,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("start", &self.start)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Segment {
+    /// A handle on the segment directory `queue_dir/seg-<start>`, not yet
+    /// opened.
+    pub fn new(queue_dir: &Path, start: Seqno) -> Segment {
+        let dir = queue_dir.join(segment_dir_name(start));
+        let measured = dir_size(&dir).unwrap_or(0);
+        let marked = dir.join(HAS_DATA_MARKER).exists();
+        Segment {
+            start,
+            dir,
+            queue_dir: queue_dir.to_path_buf(),
+            db: Mutex::new(None),
+            measured_bytes: AtomicU64::new(measured),
+            written_since: AtomicU64::new(0),
+            written_total: AtomicU64::new(measured / 2),
+            remove_on_drop: AtomicBool::new(false),
+            marked: AtomicBool::new(marked),
+        }
+    }
+
+    /// Whether the segment was marked as holding durable data.
+    pub fn has_data_marker(&self) -> bool {
+        self.marked.load(Ordering::Relaxed)
+    }
+
+    /// Creates the [`HAS_DATA_MARKER`] file (once) and fsyncs it and the
+    /// directory. Call after a flush that made a block of the segment
+    /// durable.
+    ///
+    /// # Errors
+    /// I/O errors, as [`QueueError::Io`].
+    pub fn mark_has_data(&self) -> Result<(), QueueError> {
+        if self.marked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let path = self.dir.join(HAS_DATA_MARKER);
+        std::fs::File::create(&path)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| sync_path(&self.dir))
+            .map_err(|e| QueueError::Io {
+                dir: self.queue_dir.clone(),
+                op: format!("create {}", path.display()),
+                source: e,
+            })?;
+        self.marked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Creates the segment starting at `start` so that a crash never leaves
+    /// a segment sled cannot open: sled 0.34 writes a new database's `conf`
+    /// file with two writes (content, then CRC) and refuses to open one
+    /// that is cut short. So sled first creates a database under
+    /// `new-seg-<start>`; everything but its `conf` is deleted, the `conf`
+    /// fsynced, the directory renamed to `seg-<start>`, and the real
+    /// database opened there (sled reads the `conf` and never rewrites it).
+    /// The returned segment is open.
+    ///
+    /// # Errors
+    /// [`QueueError::Layout`] when `seg-<start>` exists; I/O and sled
+    /// errors.
+    pub fn create(queue_dir: &Path, start: Seqno) -> Result<Segment, QueueError> {
+        let name = segment_dir_name(start);
+        let final_dir = queue_dir.join(&name);
+        let tmp = queue_dir.join(format!("{NEW_PREFIX}{name}"));
+        let io = |op: String, e: std::io::Error| QueueError::Io {
+            dir: queue_dir.to_path_buf(),
+            op,
+            source: e,
+        };
+        if final_dir.exists() {
+            return Err(QueueError::Layout {
+                dir: queue_dir.to_path_buf(),
+                message: format!("cannot start segment {name}: it exists already"),
+            });
+        }
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)
+                .map_err(|e| io(format!("delete {}", tmp.display()), e))?;
+        }
+        drop(open_sled(&tmp, start)?);
+        for entry in
+            std::fs::read_dir(&tmp).map_err(|e| io(format!("list {}", tmp.display()), e))?
+        {
+            let entry = entry.map_err(|e| io(format!("list {}", tmp.display()), e))?;
+            if entry.file_name() == "conf" {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| io(format!("delete {}", path.display()), e))?;
+        }
+        for path in [tmp.join("conf"), tmp.clone()] {
+            sync_path(&path).map_err(|e| io(format!("fsync {}", path.display()), e))?;
+        }
+        std::fs::rename(&tmp, &final_dir)
+            .map_err(|e| io(format!("rename {} to {name}", tmp.display()), e))?;
+        sync_path(queue_dir).map_err(|e| io("fsync the directory".into(), e))?;
+        let seg = Segment::new(queue_dir, start);
+        seg.db()?;
+        seg.sync_files()?;
+        Ok(seg)
+    }
+
+    /// The segment's first seqno.
+    pub fn start(&self) -> Seqno {
+        self.start
+    }
+
+    /// The segment's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The sled database, opened on first use.
+    ///
+    /// # Errors
+    /// [`QueueError::Storage`] when sled fails (the message says when the
+    /// lock is held by another process), [`QueueError::SegmentCorrupt`]
+    /// when sled panics while recovering the data file (sled 0.34 does so
+    /// on a damaged log instead of returning an error).
+    pub fn db(&self) -> Result<sled::Db, QueueError> {
+        let mut guard = self.db.lock().expect("segment mutex");
+        if let Some(db) = guard.as_ref() {
+            return Ok(db.clone());
+        }
+        let db = open_sled(&self.dir, self.start)?;
+        *guard = Some(db.clone());
+        Ok(db)
+    }
+
+    /// Whether the sled database is open.
+    pub fn is_open(&self) -> bool {
+        self.db.lock().expect("segment mutex").is_some()
+    }
+
+    /// Estimated bytes on disk: the last measurement plus twice the block
+    /// bytes written since (sled's log holds about two bytes per byte
+    /// written).
+    pub fn estimated_bytes(&self) -> u64 {
+        self.measured_bytes.load(Ordering::Relaxed) + 2 * self.written_since.load(Ordering::Relaxed)
+    }
+
+    /// Accounts `n` block bytes written.
+    pub fn add_written(&self, n: u64) {
+        self.written_since.fetch_add(n, Ordering::Relaxed);
+        self.written_total.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Whether the segment is full for a segment size of `segment_bytes`:
+    /// twice its record bytes reach it (sled's log takes about two bytes on
+    /// disk per byte written; an empty sled database already takes about
+    /// 512 KiB, which is not counted, so tiny segment sizes still get
+    /// records).
+    pub fn is_full(&self, segment_bytes: u64) -> bool {
+        2 * self.written_total.load(Ordering::Relaxed) >= segment_bytes
+    }
+
+    /// Measures the directory's size on disk now and resets the estimate.
+    pub fn measure(&self) -> u64 {
+        let written = self.written_since.swap(0, Ordering::Relaxed);
+        match dir_size(&self.dir) {
+            Ok(n) => {
+                self.measured_bytes.store(n, Ordering::Relaxed);
+                n
+            }
+            Err(_) => {
+                self.written_since.fetch_add(written, Ordering::Relaxed);
+                self.estimated_bytes()
+            }
+        }
+    }
+
+    /// Marks the segment for deletion when its last handle is dropped.
+    pub fn remove_when_dropped(&self) {
+        self.remove_on_drop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the segment holds no block.
+    ///
+    /// # Errors
+    /// sled errors, as [`QueueError::Storage`].
+    pub fn is_empty(&self) -> Result<bool, QueueError> {
+        let db = self.db()?;
+        let first = db
+            .first()
+            .map_err(|e| self.storage("read the first key", e))?;
+        Ok(first.is_none())
+    }
+
+    /// The first seqno of the first and of the last block, `None` when the
+    /// segment is empty.
+    ///
+    /// # Errors
+    /// sled errors; [`QueueError::Corrupt`] for a key that is not a block
+    /// key.
+    pub fn block_bounds(&self) -> Result<Option<(Seqno, Seqno)>, QueueError> {
+        let db = self.db()?;
+        let first = db
+            .first()
+            .map_err(|e| self.storage("read the first key", e))?;
+        let last = db
+            .last()
+            .map_err(|e| self.storage("read the last key", e))?;
+        match (first, last) {
+            (Some((fk, _)), Some((lk, _))) => {
+                let f = parse_block_key(&fk).ok_or_else(|| self.bad_key(&fk))?;
+                let l = parse_block_key(&lk).ok_or_else(|| self.bad_key(&lk))?;
+                Ok(Some((f.0, l.0)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn bad_key(&self, key: &[u8]) -> QueueError {
+        QueueError::Corrupt {
+            segment: self.dir.clone(),
+            seqno: self.start,
+            reason: format!("unexpected key {key:02x?} in the segment"),
+        }
+    }
+
+    /// Writes a block starting at `first`: one value, or chunks in one
+    /// sled batch.
+    ///
+    /// # Errors
+    /// sled errors, as [`QueueError::Storage`].
+    pub fn write_block(&self, first: Seqno, bytes: &[u8]) -> Result<(), QueueError> {
+        let db = self.db()?;
+        if bytes.len() <= CHUNK_BYTES {
+            db.insert(block_key(first, 0), bytes)
+                .map_err(|e| self.storage(&format!("write the block of seqno {first}"), e))?;
+        } else {
+            let mut batch = sled::Batch::default();
+            for (i, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
+                let index = u32::try_from(i).map_err(|_| QueueError::Encode {
+                    dir: self.queue_dir.clone(),
+                    seqno: first,
+                    message: format!(
+                        "record of {} bytes needs more than 2^32 chunks of {CHUNK_BYTES} bytes",
+                        bytes.len()
+                    ),
+                })?;
+                batch.insert(&block_key(first, index)[..], chunk);
+            }
+            db.apply_batch(batch).map_err(|e| {
+                self.storage(
+                    &format!("write the {} byte record of seqno {first}", bytes.len()),
+                    e,
+                )
+            })?;
+        }
+        self.add_written(bytes.len() as u64);
+        Ok(())
+    }
+
+    /// The block that holds `seqno`: the block with the greatest first
+    /// seqno at or below it. `None` when the segment has no such block.
+    ///
+    /// # Errors
+    /// sled errors; [`QueueError::Corrupt`] when the block's chunks are not
+    /// numbered 0, 1, 2, ...
+    pub fn block_at(&self, seqno: Seqno) -> Result<Option<Block>, QueueError> {
+        let db = self.db()?;
+        let found = db
+            .range(..=block_key(seqno, u32::MAX))
+            .next_back()
+            .transpose()
+            .map_err(|e| self.storage(&format!("find the block of seqno {seqno}"), e))?;
+        let Some((key, _)) = found else {
+            return Ok(None);
+        };
+        let (first, _) = parse_block_key(&key).ok_or_else(|| self.bad_key(&key))?;
+        self.load_block(&db, first).map(Some)
+    }
+
+    /// The block that starts exactly at `first`, if any.
+    ///
+    /// # Errors
+    /// As [`Segment::block_at`].
+    pub fn block_starting_at(&self, first: Seqno) -> Result<Option<Block>, QueueError> {
+        let db = self.db()?;
+        self.load_chunks(&db, first)
+    }
+
+    fn load_block(&self, db: &sled::Db, first: Seqno) -> Result<Block, QueueError> {
+        self.load_chunks(db, first)?
+            .ok_or_else(|| QueueError::Corrupt {
+                segment: self.dir.clone(),
+                seqno: first,
+                reason: "chunk 0 of the record is missing".into(),
+            })
+    }
+
+    /// The chunks of the block that starts at `first`, joined; `None` when
+    /// there is none.
+    fn load_chunks(&self, db: &sled::Db, first: Seqno) -> Result<Option<Block>, QueueError> {
+        let mut chunks: Vec<sled::IVec> = Vec::new();
+        for item in db.range(block_key(first, 0)..=block_key(first, u32::MAX)) {
+            let (key, value) =
+                item.map_err(|e| self.storage(&format!("read the block of seqno {first}"), e))?;
+            let (_, index) = parse_block_key(&key).ok_or_else(|| self.bad_key(&key))?;
+            if index as usize != chunks.len() {
+                return Err(QueueError::Corrupt {
+                    segment: self.dir.clone(),
+                    seqno: first,
+                    reason: format!(
+                        "chunk {} of the record is missing (found chunk {index})",
+                        chunks.len()
+                    ),
+                });
+            }
+            chunks.push(value);
+        }
+        let bytes = match chunks.len() {
+            0 => return Ok(None),
+            1 => chunks.pop().expect("one chunk"),
+            _ => {
+                let total = chunks.iter().map(|c| c.len()).sum();
+                let mut all = Vec::with_capacity(total);
+                for c in &chunks {
+                    all.extend_from_slice(c);
+                }
+                sled::IVec::from(all)
+            }
+        };
+        Ok(Some(Block { first, bytes }))
+    }
+
+    /// Flushes the sled database to disk (fsync).
+    ///
+    /// # Errors
+    /// sled errors, as [`QueueError::Storage`].
+    pub fn flush(&self) -> Result<(), QueueError> {
+        let db = self.db()?;
+        db.flush().map_err(|e| self.storage("flush (fsync)", e))?;
+        Ok(())
+    }
+
+    /// fsyncs the sled data file and the segment directory directly (after
+    /// recovery: what the process found may still be only in the page
+    /// cache).
+    ///
+    /// # Errors
+    /// I/O errors, as [`QueueError::Io`].
+    pub fn sync_files(&self) -> Result<(), QueueError> {
+        for path in [self.dir.join("db"), self.dir.join("conf"), self.dir.clone()] {
+            if path.exists() {
+                sync_path(&path).map_err(|e| QueueError::Io {
+                    dir: self.queue_dir.clone(),
+                    op: format!("fsync {}", path.display()),
+                    source: e,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A [`QueueError::Storage`] for this segment.
+    pub fn storage(&self, op: &str, source: sled::Error) -> QueueError {
+        QueueError::Storage {
+            segment: self.dir.clone(),
+            op: op.to_string(),
+            source,
+        }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // Close sled first: its drop flushes and releases the file lock.
+        let db = self.db.get_mut().map(Option::take).unwrap_or(None);
+        drop(db);
+        if !*self.remove_on_drop.get_mut() {
+            return;
+        }
+        let Some(name) = self.dir.file_name() else {
+            return;
+        };
+        let trash = self
+            .queue_dir
+            .join(format!("trash-{}", name.to_string_lossy()));
+        let result = std::fs::rename(&self.dir, &trash)
+            .and_then(|()| sync_path(&self.queue_dir))
+            .and_then(|()| std::fs::remove_dir_all(&trash));
+        if let Err(e) = result {
+            tracing::warn!(
+                segment = %self.dir.display(),
+                error = %e,
+                "could not delete a purged queue segment; it is deleted at the next open"
+            );
+        }
+    }
+}
+
+/// How long an open waits for sled's file lock: a database closed an
+/// instant ago by this process may still be held by sled's background
+/// threads.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Opens (creating if missing) the sled database of a segment, turning a
+/// sled panic into [`QueueError::SegmentCorrupt`]. Waits up to
+/// [`LOCK_WAIT`] for the file lock.
+fn open_sled(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match open_sled_once(dir, start) {
+            Err(QueueError::Storage { source, .. })
+                if source.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_sled_once(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
+    let config = sled::Config::new()
+        .path(dir)
+        .cache_capacity(SLED_CACHE_BYTES)
+        .flush_every_ms(None)
+        .mode(sled::Mode::HighThroughput);
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()));
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(QueueError::Storage {
+            segment: dir.to_path_buf(),
+            op: "open the sled database".into(),
+            source: e,
+        }),
+        Err(panic) => {
+            let reason = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(QueueError::SegmentCorrupt {
+                segment: dir.to_path_buf(),
+                start,
+                reason: format!("sled panicked while recovering its log: {reason}"),
+            })
+        }
+    }
+}
+
+/// fsync of a file or directory.
+pub fn sync_path(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// Total size of the files under `dir`, bytes (apparent sizes). Entries
+/// that disappear during the walk (a segment being created or deleted)
+/// are skipped.
+///
+/// # Errors
+/// I/O errors other than "not found" below `dir`; "not found" for `dir`
+/// itself.
+pub fn dir_size(dir: &Path) -> std::io::Result<u64> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        if meta.is_dir() {
+            match dir_size(&entry.path()) {
+                Ok(n) => total += n,
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_seqno_then_chunk() {
+        let a = block_key(Seqno(1), 5);
+        let b = block_key(Seqno(2), 0);
+        let c = block_key(Seqno(256), 0);
+        assert!(a < b && b < c);
+        assert_eq!(parse_block_key(&a), Some((Seqno(1), 5)));
+        assert_eq!(parse_block_key(&c[..12]), None);
+        assert_eq!(parse_block_key(b"x123456789012"), None);
+    }
+
+    #[test]
+    fn segment_names() {
+        assert_eq!(segment_dir_name(Seqno(1234)), "seg-00000000000000001234");
+        assert_eq!(
+            parse_segment_dir_name("seg-00000000000000001234"),
+            Some(Seqno(1234))
+        );
+        assert_eq!(
+            parse_segment_dir_name(&segment_dir_name(Seqno(u64::MAX))),
+            Some(Seqno(u64::MAX))
+        );
+        assert_eq!(parse_segment_dir_name("seg-1234"), None);
+        assert_eq!(parse_segment_dir_name("seg-0000000000000000123x"), None);
+        assert_eq!(
+            parse_segment_dir_name("trash-seg-00000000000000001234"),
+            None
+        );
+        assert_eq!(parse_segment_dir_name("seg-99999999999999999999"), None);
+    }
+}

@@ -1,0 +1,332 @@
+//! The replicator service, wired: extractor → queue → scheduler → N apply
+//! channels, run in the foreground until a stop request, with a clean stop
+//! (every channel's restart row at the same seqno).
+//!
+//! Threads: `shardrep-extract` (a tokio runtime reading the source and
+//! appending to the queue), the caller's thread as the scheduler, and one
+//! `shardrep-apply-NN` thread per channel.
+//!
+//! Shard map: stored in the catalog (`shard::store`), seeded from
+//! `shard_filter.map_file` at first start.
+//!
+//! Start: each channel's restart row (catalog schema on the replica) says
+//! what it committed; the scheduler reads the queue from the lowest of them
+//! plus one and each channel skips what it already has. The extractor
+//! resumes after the queue's last stored transaction, or, with an empty
+//! queue, at the configured `source.start`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::applier::channel::{self, ChannelSettings, Progress, Work};
+use crate::applier::restart::{self, RestartRow};
+use crate::config::Config;
+use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};
+use crate::position::{ChannelId, Epoch, Seqno};
+use crate::queue::codec::ExtractorProgress;
+use crate::queue::{QueueOptions, TransactionQueue};
+use crate::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};
+use crate::shard::channel::ChannelAssignment;
+use crate::shard::filter::ShardFilter;
+use crate::shard::map::ShardMap;
+use crate::shard::store;
+
+/// What a run did.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The restart rows at the end.
+    pub restart_rows: Vec<RestartRow>,
+    /// Transactions sent to channels.
+    pub dispatched: u64,
+    /// Transactions dropped by the shard filter.
+    pub dropped: u64,
+    /// Barriers taken.
+    pub serializations: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Errors of a run: what failed, with the part's own message.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Configuration files (shard map, shard list) could not be loaded.
+    #[error("{0}")]
+    Setup(String),
+    /// The queue failed.
+    #[error("{0}")]
+    Queue(#[from] crate::queue::QueueError),
+    /// The replica's restart table failed.
+    #[error("{0}")]
+    Restart(#[from] restart::RestartError),
+    /// The extractor stopped on an error.
+    #[error("extractor: {0}")]
+    Extract(String),
+    /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
+    #[error("{0}")]
+    Apply(#[from] scheduler::SchedulerError),
+}
+
+fn replica_opts(config: &Config) -> mysql_async::Opts {
+    channel::replica_opts(
+        &config.replica.host,
+        config.replica.port,
+        &config.replica.user,
+        config.replica.password.expose(),
+    )
+}
+
+/// Runs the service until `stop` is set (or, with `stop_when_idle`, until
+/// the source has no more transactions and everything is applied), then
+/// stops cleanly.
+///
+/// # Errors
+/// [`RunError`]; on an apply error the restart rows hold the last committed
+/// blocks and the queue keeps everything, so a later run resumes there.
+pub fn run(
+    config: &Config,
+    stop: Arc<AtomicBool>,
+    stop_when_idle: bool,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let channels = config.apply.channels;
+    let catalog = config.catalog_schema();
+    let queue = Arc::new(TransactionQueue::open(QueueOptions::from_config(
+        &config.queue,
+    ))?);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Setup(format!("cannot start the async runtime: {e}")))?;
+    let file_map = match &config.shard_filter.map_file {
+        Some(path) => Some(ShardMap::load(path).map_err(|e| RunError::Setup(e.to_string()))?),
+        None => None,
+    };
+    let (rows, map) = runtime.block_on(async {
+        let mut conn = mysql_async::Conn::new(replica_opts(config))
+            .await
+            .map_err(|e| {
+                RunError::Setup(format!(
+                    "cannot connect to the replica {}:{}: {e}",
+                    config.replica.host, config.replica.port
+                ))
+            })?;
+        let rows = restart::prepare(&mut conn, &catalog, channels).await?;
+        // The stored map is the service's; map_file seeds it at first start.
+        let map = store::load_or_init(&mut conn, &catalog, file_map.as_ref())
+            .await
+            .map_err(|e| RunError::Setup(e.to_string()))?;
+        let _ = conn.disconnect().await;
+        Ok::<_, RunError>((rows, map))
+    })?;
+    let start_seqno = if rows.iter().any(|r| r.seqno.is_none()) {
+        Seqno(0)
+    } else {
+        rows.iter()
+            .filter_map(|r| r.seqno)
+            .min()
+            .map_or(Seqno(0), Seqno::next)
+    };
+    tracing::info!(
+        channels,
+        start_seqno = start_seqno.get(),
+        queue_next = queue.next_seqno().get(),
+        "starting: channels resume after their restart rows"
+    );
+
+    let filter = ShardFilter::from_config(config, map);
+    let assignment = ChannelAssignment::from_config(&config.apply)
+        .map_err(|e| RunError::Setup(e.to_string()))?;
+    let mut router = ShardRouter { filter, assignment };
+
+    // Extractor thread.
+    let extract_stop = Arc::new(AtomicBool::new(false));
+    let extract_idle = Arc::new(AtomicBool::new(false));
+    let extractor = {
+        let queue = queue.clone();
+        let config = config.clone();
+        let extract_stop = extract_stop.clone();
+        let extract_idle = extract_idle.clone();
+        std::thread::Builder::new()
+            .name("shardrep-extract".into())
+            .spawn(move || {
+                extract_loop(
+                    &config,
+                    &queue,
+                    &extract_stop,
+                    &extract_idle,
+                    stop_when_idle,
+                )
+            })
+            .map_err(|e| RunError::Setup(format!("cannot start the extractor thread: {e}")))?
+    };
+
+    // Channels.
+    let progress = Arc::new(Progress::new(
+        &rows.iter().map(|r| r.seqno).collect::<Vec<_>>(),
+    ));
+    let capacity = (config.apply.block_commit_txns as usize).clamp(16, 1024) * 2;
+    let mut senders = Vec::new();
+    let mut handles = Vec::new();
+    for id in ChannelId::all(channels) {
+        let (tx, rx) = crossbeam_channel::bounded::<Work>(capacity);
+        let settings = ChannelSettings {
+            channel: id,
+            opts: replica_opts(config),
+            catalog: catalog.clone(),
+            sql_log_bin: config.replica.sql_log_bin,
+            block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
+            retry_max_attempts: config.apply.retry_max_attempts,
+            retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
+        };
+        handles.push(
+            channel::spawn(settings, rx, progress.clone())
+                .map_err(|e| RunError::Setup(format!("cannot start channel {id}: {e}")))?,
+        );
+        senders.push(tx);
+    }
+
+    // Scheduler on this thread.
+    let counters = SchedulerCounters::default();
+    let mut reader = queue.reader_from(start_seqno)?;
+    let mut since_purge = 0u32;
+    let retention = config.queue.retention_seqnos;
+    let scheduler_stop = AtomicBool::new(false);
+    let next =
+        |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
+            let deadline = Instant::now() + timeout;
+            loop {
+                if stop.load(Ordering::Acquire) {
+                    scheduler_stop.store(true, Ordering::Release);
+                    return Ok(None);
+                }
+                if let Some((txn, p)) =
+                    reader.try_next_with_progress().map_err(|e| e.to_string())?
+                {
+                    since_purge += 1;
+                    if since_purge >= 1000 {
+                        since_purge = 0;
+                        if let Some(min) = progress.minimum() {
+                            let below = Seqno(min.get().saturating_sub(retention));
+                            if let Err(e) = queue.purge_applied(below) {
+                                tracing::warn!(error = %e, "queue purge failed");
+                            }
+                        }
+                    }
+                    return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
+                }
+                if stop_when_idle
+                    && extract_idle.load(Ordering::Acquire)
+                    && reader.next_seqno() >= queue.next_seqno()
+                {
+                    scheduler_stop.store(true, Ordering::Release);
+                    return Ok(None);
+                }
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+    let settings = SchedulerSettings {
+        sync_interval_seqnos: config.apply.sync_interval_seqnos,
+        stop_after: None,
+        poll: Duration::from_millis(100),
+    };
+    let outcome = scheduler::run(
+        next,
+        &mut router,
+        &senders,
+        &progress,
+        &counters,
+        &scheduler_stop,
+        &settings,
+    );
+    drop(senders);
+    for handle in handles {
+        let _ = handle.join();
+    }
+    extract_stop.store(true, Ordering::Release);
+    let extract_result = extractor
+        .join()
+        .unwrap_or_else(|_| Err("the extractor thread panicked".into()));
+    outcome?;
+    if let Err(message) = extract_result {
+        return Err(RunError::Extract(message));
+    }
+    queue.flush()?;
+    let restart_rows = runtime.block_on(async {
+        let mut conn = mysql_async::Conn::new(replica_opts(config))
+            .await
+            .map_err(|e| RunError::Setup(format!("cannot connect to the replica: {e}")))?;
+        let rows = restart::read(&mut conn, &catalog).await?;
+        let _ = conn.disconnect().await;
+        Ok::<_, RunError>(rows)
+    })?;
+    Ok(RunReport {
+        restart_rows,
+        dispatched: counters.dispatched.load(Ordering::Relaxed),
+        dropped: counters.dropped.load(Ordering::Relaxed),
+        serializations: counters.serializations.load(Ordering::Relaxed),
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The extractor thread: resume after the queue's last transaction (or at
+/// the configured start), append every transaction with its progress.
+/// Sets `idle` when the source has nothing more (non-following sources,
+/// or a live master whose non-blocking dump ended).
+fn extract_loop(
+    config: &Config,
+    queue: &TransactionQueue,
+    stop: &AtomicBool,
+    idle: &AtomicBool,
+    stop_when_idle: bool,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let next_seqno = queue.next_seqno();
+        let start = match queue.last_progress() {
+            Some(p) => ExtractStart::File(p.position.clone()),
+            None => resolve_start(&config.source.endpoint, &config.source.start)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        let epoch = Epoch(next_seqno.get());
+        tracing::info!(start = ?start, next_seqno = next_seqno.get(), "extractor starting");
+        let mut extractor =
+            Extractor::open(&config.source.endpoint, start, next_seqno, !stop_when_idle)
+                .map_err(|e| e.to_string())?;
+        if let Some(p) = queue.last_progress() {
+            // Keep the GTID position across restarts.
+            extractor.set_gtid_position(p.gtid_position.clone());
+        }
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let next =
+                tokio::time::timeout(Duration::from_millis(200), extractor.next_transaction())
+                    .await;
+            let txn = match next {
+                Err(_) => continue, // nothing within the timeout: check the stop flag
+                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Ok(None)) => {
+                    idle.store(true, Ordering::Release);
+                    return Ok(());
+                }
+                Ok(Ok(Some(txn))) => txn,
+            };
+            let progress = ExtractorProgress {
+                seqno: txn.seqno,
+                epoch,
+                position: txn.end_position.clone(),
+                gtid_position: extractor.assembler().gtid_position().clone(),
+            };
+            queue.append(&txn, &progress).map_err(|e| e.to_string())?;
+        }
+    })
+}

@@ -1,0 +1,276 @@
+//! The scheduler: the one reader that feeds the channels. It takes
+//! transactions in seqno order, routes each (shard filter and channel
+//! assignment, behind [`Router`]), and sends it over the channel's bounded
+//! queue (back-pressure: memory is bounded by the queues' capacity, not by
+//! the backlog).
+//!
+//! Rules (shared/DESIGN.md §4):
+//! - **Barrier**: before a critical transaction, wait until every channel
+//!   has committed everything sent to it; run the critical transaction
+//!   alone; wait again before parallel work resumes. Consecutive critical
+//!   transactions go to one channel and share one barrier. Each barrier
+//!   counts once in `serializationCount`.
+//! - **SYNC** every `sync_interval_seqnos` seqnos: every channel advances
+//!   its restart row when it has nothing newer, so a restart never replays
+//!   a long tail and dropped transactions are not re-read forever.
+//! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
+//!   the last handled seqno goes to every channel: all rows end equal.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use crate::applier::channel::{ApplyError, Marker, Progress, Work};
+use crate::event::Transaction;
+use crate::position::Seqno;
+
+/// Where a transaction goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Apply on `channel`; `critical` runs it alone behind a barrier.
+    Apply {
+        /// Channel index.
+        channel: usize,
+        /// Critical shard (or `#UNKNOWN`).
+        critical: bool,
+    },
+    /// Do not apply (shard filter); the reason is logged and counted.
+    Drop {
+        /// Why.
+        reason: String,
+        /// Log it as a warning (policy `warn`).
+        warn: bool,
+    },
+    /// Stop the service: a rejected transaction (policy `error`).
+    Error {
+        /// The message, naming seqno, shard and rule.
+        message: String,
+    },
+}
+
+/// Decides the route of each transaction.
+pub trait Router: Send {
+    /// The route of `txn`.
+    fn route(&mut self, txn: &Transaction) -> Route;
+}
+
+/// Counters the scheduler keeps (read by status).
+#[derive(Debug, Default)]
+pub struct SchedulerCounters {
+    /// Transactions sent to channels.
+    pub dispatched: AtomicU64,
+    /// Transactions dropped by the shard filter.
+    pub dropped: AtomicU64,
+    /// Barriers taken (trepctl's `serializationCount`).
+    pub serializations: AtomicU64,
+    /// Last seqno handled (dispatched or dropped), plus one; 0: none.
+    pub handled_next: AtomicU64,
+}
+
+/// Why the scheduler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// A channel failed.
+    #[error("{0}")]
+    Apply(ApplyError),
+    /// The shard filter rejected a transaction.
+    #[error("{message}")]
+    Rejected {
+        /// Seqno of the transaction.
+        seqno: Seqno,
+        /// The filter's message.
+        message: String,
+    },
+    /// Reading the queue failed.
+    #[error("reading the transaction queue: {0}")]
+    Queue(String),
+    /// A channel's input closed unexpectedly (its thread ended).
+    #[error("channel {0} stopped unexpectedly")]
+    ChannelGone(usize),
+}
+
+/// Scheduler settings.
+#[derive(Clone, Debug)]
+pub struct SchedulerSettings {
+    /// SYNC marker every this many seqnos (0: never).
+    pub sync_interval_seqnos: u64,
+    /// Stop cleanly once this seqno has been handled.
+    pub stop_after: Option<Seqno>,
+    /// How long one wait for the next transaction lasts before the stop
+    /// flag and errors are checked again.
+    pub poll: Duration,
+}
+
+/// Runs the scheduler until a stop request (`stop`), `stop_after`, or an
+/// error. `next` yields the next transaction in seqno order, waiting at
+/// most the given time (`Ok(None)`: nothing yet), with its epoch and the
+/// source GTID position after it (text; empty when unknown). On a clean stop, sends
+/// STOP to every channel and returns the marker it sent (`None` when
+/// nothing was handled).
+///
+/// # Errors
+/// [`SchedulerError`] with the first apply error, a rejected transaction
+/// or a queue error; channels are left to stop on their own (their inputs
+/// close when the senders drop).
+pub fn run<R: Router, N>(
+    mut next: N,
+    router: &mut R,
+    senders: &[Sender<Work>],
+    progress: &Progress,
+    counters: &SchedulerCounters,
+    stop: &AtomicBool,
+    settings: &SchedulerSettings,
+) -> Result<Option<Arc<Marker>>, SchedulerError>
+where
+    N: FnMut(Duration) -> Result<Option<(Transaction, u64, String)>, String>,
+{
+    let channels = senders.len();
+    let mut last_sent: Vec<Option<Seqno>> = vec![None; channels];
+    let mut critical_channel: Option<usize> = None;
+    let mut last_marker: Option<Arc<Marker>> = None;
+    let mut since_sync = 0u64;
+    let send = |channel: usize, work: Work| -> Result<(), SchedulerError> {
+        senders[channel]
+            .send(work)
+            .map_err(|_| SchedulerError::ChannelGone(channel))
+    };
+    let barrier = |last_sent: &[Option<Seqno>]| -> Result<(), SchedulerError> {
+        let done = progress.wait_until(|p| {
+            last_sent
+                .iter()
+                .enumerate()
+                .all(|(c, sent)| sent.is_none_or(|s| p.committed(c).is_some_and(|d| d >= s)))
+        });
+        if done {
+            Ok(())
+        } else {
+            Err(SchedulerError::Apply(
+                progress.error().expect("wait_until failed on an error"),
+            ))
+        }
+    };
+    loop {
+        if let Some(e) = progress.error() {
+            return Err(SchedulerError::Apply(e));
+        }
+        let reached_stop = settings
+            .stop_after
+            .is_some_and(|s| last_marker.as_ref().is_some_and(|m| m.seqno >= s));
+        if stop.load(Ordering::Acquire) || reached_stop {
+            if let Some(marker) = &last_marker {
+                for c in 0..channels {
+                    send(c, Work::Stop(marker.clone()))?;
+                }
+            }
+            return Ok(last_marker);
+        }
+        let Some((txn, epoch, gtid_position)) =
+            next(settings.poll).map_err(SchedulerError::Queue)?
+        else {
+            continue;
+        };
+        let seqno = txn.seqno;
+        let mut marker = Marker::of(&txn, epoch);
+        if !gtid_position.is_empty() {
+            marker.gtid = gtid_position;
+        }
+        let marker = Arc::new(marker);
+        match router.route(&txn) {
+            Route::Error { message } => {
+                return Err(SchedulerError::Rejected { seqno, message });
+            }
+            Route::Drop { reason, warn } => {
+                if warn {
+                    tracing::warn!(seqno = seqno.get(), shard = %txn.shard, %reason, "transaction dropped");
+                } else {
+                    tracing::debug!(seqno = seqno.get(), shard = %txn.shard, %reason, "transaction dropped");
+                }
+                counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            Route::Apply { channel, critical } => {
+                let txn = Arc::new(txn);
+                if critical {
+                    let channel = match critical_channel {
+                        Some(c) => c,
+                        None => {
+                            barrier(&last_sent)?;
+                            counters.serializations.fetch_add(1, Ordering::Relaxed);
+                            critical_channel = Some(channel);
+                            channel
+                        }
+                    };
+                    send(
+                        channel,
+                        Work::Apply {
+                            txn,
+                            epoch,
+                            alone: true,
+                        },
+                    )?;
+                    last_sent[channel] = Some(seqno);
+                } else {
+                    if critical_channel.take().is_some() {
+                        barrier(&last_sent)?;
+                    }
+                    send(
+                        channel,
+                        Work::Apply {
+                            txn,
+                            epoch,
+                            alone: false,
+                        },
+                    )?;
+                    last_sent[channel] = Some(seqno);
+                }
+                counters.dispatched.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        counters
+            .handled_next
+            .store(seqno.get() + 1, Ordering::Release);
+        last_marker = Some(marker.clone());
+        since_sync += 1;
+        if settings.sync_interval_seqnos > 0 && since_sync >= settings.sync_interval_seqnos {
+            since_sync = 0;
+            for c in 0..channels {
+                send(c, Work::Sync(marker.clone()))?;
+            }
+        }
+    }
+}
+
+/// The production [`Router`]: the shard filter decides whether a
+/// transaction is applied, the channel assignment where, and whether it is
+/// critical (the map's `critical` column, the shard list's `(critical)`,
+/// and `#UNKNOWN` always).
+pub struct ShardRouter {
+    /// The service's shard filter (holds the shard map).
+    pub filter: crate::shard::filter::ShardFilter,
+    /// Channel assignment.
+    pub assignment: crate::shard::channel::ChannelAssignment,
+}
+
+impl Router for ShardRouter {
+    fn route(&mut self, txn: &Transaction) -> Route {
+        use crate::shard::filter::Decision;
+        match self.filter.decide_transaction(txn) {
+            Decision::Accept(_) => Route::Apply {
+                channel: self.assignment.channel_of(&txn.shard).index(),
+                critical: self.assignment.is_critical(&txn.shard, self.filter.map()),
+            },
+            Decision::Drop(reason) => Route::Drop {
+                reason: reason.message,
+                warn: false,
+            },
+            Decision::WarnDrop(reason) => Route::Drop {
+                reason: reason.message,
+                warn: true,
+            },
+            Decision::Error(reason) => Route::Error {
+                message: reason.message,
+            },
+        }
+    }
+}

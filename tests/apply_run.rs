@@ -1,0 +1,249 @@
+//! The whole pipeline against the sandbox: the master's binlog extracted
+//! into the queue and applied by N channels to replica 2 (whose native
+//! replication is stopped), compared row by row with the master.
+//!
+//! Each test creates its schemas on the master with `sql_log_bin = 0` and
+//! identically on replica 2, records the master's position, writes on the
+//! master, and runs shardrep from that position until it is idle. A shard
+//! map lists only the test's schemas (master = the test's service) and
+//! drops unknown shards, so nothing else in the binlog range is applied.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use shardrep::config::Config;
+use shardrep::config::Secret;
+use shardrep::extractor::live::{master_status, LiveOptions};
+use shardrep::position::Seqno;
+
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+const REPLICA: Server = Server::Replica(2);
+
+static MASTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn server_id() -> u32 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    30_000 + (std::process::id() % 10_000) * 64 + N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A service configuration applying the master's binlog from `start` to
+/// replica 2, with `channels` channels and block commit `block`.
+fn config(
+    sb: &Sandbox,
+    dir: &std::path::Path,
+    service: &str,
+    schemas: &[String],
+    start: &str,
+    channels: u16,
+    block: u32,
+) -> Config {
+    let mut map = String::from("shard_id master critical\n");
+    for s in schemas {
+        map.push_str(&format!("{s} {service} false\n"));
+    }
+    let map_path = dir.join("shard.map");
+    std::fs::write(&map_path, map).unwrap();
+    let text = format!(
+        r#"
+[service]
+name = "{service}"
+[source]
+kind = "live"
+host = "{host}"
+port = {master_port}
+user = "{user}"
+password = "{password}"
+server_id = {server_id}
+start = "{start}"
+[replica]
+host = "{host}"
+port = {replica_port}
+user = "{user}"
+password = "{password}"
+[queue]
+dir = "{queue}"
+[apply]
+channels = {channels}
+block_commit_txns = {block}
+sync_interval_seqnos = 50
+[shard_filter]
+map_file = "{map}"
+unknown_shard_policy = "drop"
+[control]
+socket = "{socket}"
+"#,
+        host = sb.host,
+        master_port = sb.port(Server::Master),
+        replica_port = sb.port(REPLICA),
+        user = sb.user,
+        password = sb.password,
+        server_id = server_id(),
+        queue = dir.join("queue").display(),
+        map = map_path.display(),
+        socket = dir.join("control.sock").display(),
+    );
+    Config::from_toml_str(&text, dir.join("shardrep.toml")).expect("valid test config")
+}
+
+async fn master_position(sb: &Sandbox) -> String {
+    let options = LiveOptions::new(
+        sb.host.clone(),
+        sb.port(Server::Master),
+        sb.user.clone(),
+        Secret::new(sb.password.clone()),
+        server_id(),
+    );
+    master_status(&options)
+        .await
+        .expect("master status")
+        .0
+        .to_string()
+}
+
+/// Runs `ddl` on the master without binlogging it, and on both replicas
+/// (replica 1 keeps replicating natively, so it needs the tables too).
+async fn create_on_both(sb: &Sandbox, ddl: &str) {
+    let mut replica = sb.connect(REPLICA).await;
+    replica.query_drop("STOP SLAVE").await.unwrap();
+    for server in [REPLICA, Server::Replica(1)] {
+        sb.connect(server)
+            .await
+            .query_drop(format!("SET SESSION sql_log_bin = 0; {ddl}"))
+            .await
+            .unwrap();
+    }
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!("SET SESSION sql_log_bin = 0; {ddl}"))
+        .await
+        .unwrap();
+}
+
+fn run_until_idle(config: Config) -> shardrep::replicator::RunReport {
+    std::thread::spawn(move || {
+        shardrep::replicator::run(&config, Arc::new(AtomicBool::new(false)), true)
+    })
+    .join()
+    .expect("run thread")
+    .expect("run succeeds")
+}
+
+async fn drop_everywhere(sb: &Sandbox, schemas: &[String]) {
+    // Replica 1 first: it may still be applying the master's last changes.
+    common::wait_replica_caught_up(sb, Server::Replica(1), std::time::Duration::from_secs(60))
+        .await;
+    for server in [Server::Master, REPLICA, Server::Replica(1)] {
+        let mut conn = sb.connect(server).await;
+        for s in schemas {
+            conn.query_drop(format!(
+                "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+                quote_ident(s)
+            ))
+            .await
+            .unwrap();
+        }
+    }
+}
+
+async fn sharded_workload(block: u32) {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    let schemas: Vec<String> = (0..4)
+        .map(|i| unique_schema(&format!("apply{i}")))
+        .collect();
+    let mut ddl = String::new();
+    for s in &schemas {
+        let q = quote_ident(s);
+        ddl.push_str(&format!(
+            "CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, k INT, c VARCHAR(40), d DECIMAL(12,2), ts DATETIME(6), INDEX (k));\n"
+        ));
+    }
+    create_on_both(sb, &ddl).await;
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    for round in 0..30 {
+        for (i, s) in schemas.iter().enumerate() {
+            let q = quote_ident(s);
+            master
+                .query_drop(format!(
+                    "START TRANSACTION; \
+                     INSERT INTO {q}.t VALUES ({id}, {round}, 'row {round} of {i}', {round}.25, '2024-02-29 12:00:00.{round:06}'); \
+                     UPDATE {q}.t SET k = k + 1, c = CONCAT(c, '!') WHERE id <= {round}; \
+                     DELETE FROM {q}.t WHERE id = {del}; \
+                     COMMIT",
+                    id = round + 1000,
+                    del = round + 999,
+                ))
+                .await
+                .unwrap();
+        }
+        // A transaction across two schemas (case B19): one #UNKNOWN shard,
+        // applied alone and atomically.
+        let (a, b) = (quote_ident(&schemas[0]), quote_ident(&schemas[1]));
+        master
+            .query_drop(format!(
+                "START TRANSACTION; UPDATE {a}.t SET d = d + 1 WHERE id = {id}; \
+                 INSERT INTO {b}.t VALUES ({other}, 0, 'cross', 0, NULL); COMMIT",
+                id = round + 1000,
+                other = round + 5000,
+            ))
+            .await
+            .unwrap();
+    }
+    let dir = tempdir();
+    let service = format!("t{}", std::process::id());
+    let report = run_until_idle(config(sb, &dir, &service, &schemas, &start, 4, block));
+    for s in &schemas {
+        assert_table_equal(sb, Server::Master, REPLICA, s, "t").await;
+    }
+    eprintln!("report: {report:?}");
+    let seqnos: Vec<Option<Seqno>> = report.restart_rows.iter().map(|r| r.seqno).collect();
+    assert_eq!(seqnos.len(), 4);
+    assert!(
+        seqnos.iter().all(|s| *s == seqnos[0] && s.is_some()),
+        "restart rows differ: {seqnos:?}"
+    );
+    assert!(
+        report.serializations >= 30,
+        "cross-schema transactions run behind barriers"
+    );
+    drop_everywhere(sb, &schemas).await;
+    let mut replica = sb.connect(REPLICA).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+            quote_ident(&format!("shardrep_{service}"))
+        ))
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir() -> std::path::PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "shardrep-apply-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// Parallel apply with block commit: every table equals the master's and
+// all restart rows end at one seqno.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_catch_up_with_block_commit_matches_the_master() {
+    sharded_workload(100).await;
+}
+
+// The same with block commit off (one transaction per commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_catch_up_without_block_commit_matches_the_master() {
+    sharded_workload(1).await;
+}
