@@ -4,8 +4,8 @@
 # dataset, let the native replica fall behind under a write load, catch up,
 # and verify master and replica with CHECKSUM TABLE.
 #
-# Today shardrep cannot take over yet (the extractor, queue, applier and
-# replicator service are issues 3-7): this run measures the native
+# Today shardrep cannot take over a native replica yet (takeover, handback
+# and the control CLI are still to come): this run measures the native
 # single-threaded catch-up that shardrep's will be compared with, and says so.
 #
 # Usage: scripts/quickstart.sh [--schemas N] [--load-secs S] [--table-size N]
@@ -58,8 +58,8 @@ end=$(sandbox_sql master -N -B -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}')
 txns=$(awk '/transactions:/ {s += $2} END {print s + 0}' "${TMPDIR:-/tmp}"/shardrep-workload-sb*.log)
 
 echo
-echo "shardrep takeover, parallel catch-up and handback are not implemented yet"
-echo "(issues 3-7). This run measures native single-threaded catch-up only."
+echo "shardrep cannot take over a native replica and hand it back yet, so this run"
+echo "measures native single-threaded catch-up only (the baseline shardrep must beat)."
 echo
 
 say "native replication catching up from $start_bytes to $end ($txns transactions)"

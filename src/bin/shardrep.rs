@@ -23,6 +23,20 @@ struct Cli {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
+    /// Run the service in the foreground: extract the source into the
+    /// queue and apply it with N channels to the replica, until SIGTERM or
+    /// SIGINT (then every channel stops at the same seqno). Takeover,
+    /// handback and the control socket are not part of this command yet.
+    Run {
+        /// Path of the TOML configuration.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// Stop by itself once the source has nothing more (binlog files
+        /// read to their end, or a live master's non-blocking dump done)
+        /// and everything is applied.
+        #[arg(long)]
+        until_idle: bool,
+    },
     /// Load and validate a configuration file; print every problem found.
     CheckConfig {
         /// Path of the TOML configuration (e.g. conf/shardrep.toml).
@@ -111,9 +125,13 @@ enum LogCommand {
     },
 }
 
+/// Logs to stderr, filtered by `SHARDREP_LOG` (default `info`); colours
+/// only on a terminal.
 fn init_logging() {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SHARDREP_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -125,6 +143,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging();
     match cli.command {
+        Command::Run { config, until_idle } => run_service(config, until_idle),
         Command::CheckConfig { config } => {
             let cfg = Config::load(&config)?;
             println!(
@@ -502,5 +521,52 @@ fn log_info(dir: PathBuf, json: bool) -> anyhow::Result<()> {
         ),
         None => println!("progress: -"),
     }
+    Ok(())
+}
+
+/// `shardrep run`: the foreground service; SIGTERM/SIGINT stop it cleanly.
+fn run_service(config: PathBuf, until_idle: bool) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cfg = Config::load(&config)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("shardrep-signals".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("signal runtime");
+                runtime.block_on(async {
+                    let mut term =
+                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                            .expect("SIGTERM handler");
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                    tracing::info!("stop requested: stopping every channel at one seqno");
+                    stop.store(true, Ordering::Release);
+                });
+            })
+            .context("start the signal thread")?;
+    }
+    let report = shardrep::replicator::run(&cfg, stop, until_idle)?;
+    let seqnos: Vec<String> = report
+        .restart_rows
+        .iter()
+        .map(|r| r.seqno.map_or("-".to_string(), |s| s.to_string()))
+        .collect();
+    println!(
+        "stopped cleanly after {:.1} s: {} transactions applied, {} dropped by the shard filter, \
+         {} barriers; channel restart seqnos: {}",
+        report.elapsed.as_secs_f64(),
+        report.dispatched,
+        report.dropped,
+        report.serializations,
+        seqnos.join(",")
+    );
     Ok(())
 }
