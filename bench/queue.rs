@@ -21,7 +21,8 @@
 //!   150,000 transactions kept; target <= 2x after purge settles).
 //!
 //! Run: `cargo bench --bench queue` (about 1-2 minutes; the queues live
-//! under `target/tmp/queue-bench/` and are deleted at the end).
+//! under `target/tmp/queue-bench-<pid>/` and are deleted at the end; about
+//! 1.5 GB of disk at the peak).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -41,8 +42,9 @@ const CHURN_COUNT: u64 = 1_000_000;
 const CHURN_KEEP: u64 = 300_000;
 const POOL: usize = 1024;
 
+/// Per process: two bench runs at once must not delete each other's data.
 fn bench_root() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("queue-bench")
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("queue-bench-{}", std::process::id()))
 }
 
 fn fresh_dir(name: &str) -> PathBuf {

@@ -414,12 +414,16 @@ impl FileSource {
             if self.path_of(&file).exists() {
                 return Ok(Step::Switch(file, offset));
             }
-            if !self.options.follow {
+            // Without following, a missing next file is the end of what
+            // exists only when nothing later is listed (or, without an
+            // index, present): otherwise binlogs are missing in between.
+            if !self.options.follow && self.next_listed_file()?.is_some() {
                 return Err(self.file_error(
                     self.position.offset(),
                     format!(
                         "the ROTATE event at the end of this file names {file}, which is \
-                         missing from {} (purged or not copied?)",
+                         missing from {} although later binlogs are listed (purged or not \
+                         copied?)",
                         self.dir.display()
                     ),
                 ));

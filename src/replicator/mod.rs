@@ -190,7 +190,6 @@ pub fn run(
     let counters = SchedulerCounters::default();
     let mut reader = queue.reader_from(start_seqno)?;
     let mut since_purge = 0u32;
-    let retention = config.queue.retention_seqnos;
     let scheduler_stop = AtomicBool::new(false);
     let next =
         |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
@@ -207,8 +206,8 @@ pub fn run(
                     if since_purge >= 1000 {
                         since_purge = 0;
                         if let Some(min) = progress.minimum() {
-                            let below = Seqno(min.get().saturating_sub(retention));
-                            if let Err(e) = queue.purge_applied(below) {
+                            // purge_applied keeps `retention_seqnos` below `min`.
+                            if let Err(e) = queue.purge_applied(min) {
                                 tracing::warn!(error = %e, "queue purge failed");
                             }
                         }
