@@ -247,3 +247,97 @@ async fn sharded_catch_up_with_block_commit_matches_the_master() {
 async fn sharded_catch_up_without_block_commit_matches_the_master() {
     sharded_workload(1).await;
 }
+
+// One transaction on one channel with block commit off: the replica sees,
+// on the channel's connection, START TRANSACTION, the DML, the restart-row
+// UPDATE and COMMIT, in that order (from the replica's general log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_transaction_is_begin_dml_restart_row_commit() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    let schema = unique_schema("order");
+    let q = quote_ident(&schema);
+    create_on_both(
+        sb,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, v INT);"),
+    )
+    .await;
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "START TRANSACTION; INSERT INTO {q}.t VALUES (1, 10); UPDATE {q}.t SET v = 11 WHERE id = 1; COMMIT"
+        ))
+        .await
+        .unwrap();
+    let mut replica = sb.connect(REPLICA).await;
+    replica
+        .query_drop("SET GLOBAL log_output = 'TABLE'; TRUNCATE TABLE mysql.general_log; SET GLOBAL general_log = 1")
+        .await
+        .unwrap();
+    let dir = tempdir();
+    let service = format!("o{}", std::process::id());
+    let report = run_until_idle(config(
+        sb,
+        &dir,
+        &service,
+        std::slice::from_ref(&schema),
+        &start,
+        1,
+        1,
+    ));
+    replica
+        .query_drop("SET GLOBAL general_log = 0")
+        .await
+        .unwrap();
+    assert_eq!(report.dispatched, 1);
+    // The connection that wrote the test's table, and everything it ran
+    // around that transaction.
+    let thread: u64 = replica
+        .exec_first(
+            "SELECT thread_id FROM mysql.general_log WHERE command_type = 'Execute' \
+             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('INSERT INTO `', ?, '`%') LIMIT 1",
+            (schema.as_str(),),
+        )
+        .await
+        .unwrap()
+        .expect("the channel's INSERT is in the general log");
+    let log: Vec<String> = replica
+        .exec(
+            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
+             WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
+            (thread,),
+        )
+        .await
+        .unwrap();
+    let begin = log
+        .iter()
+        .position(|s| s == "START TRANSACTION")
+        .expect("START TRANSACTION");
+    let steps: Vec<&str> = log[begin..]
+        .iter()
+        .map(|s| s.as_str())
+        .take_while(|s| *s != "COMMIT")
+        .chain(std::iter::once("COMMIT"))
+        .collect();
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    assert_eq!(steps[0], "START TRANSACTION");
+    assert!(
+        steps[1].starts_with(&format!("INSERT INTO `{schema}`.`t`")),
+        "{steps:?}"
+    );
+    assert!(
+        steps[2].starts_with(&format!("UPDATE `{schema}`.`t` SET `v` = 11")),
+        "{steps:?}"
+    );
+    assert!(
+        steps[3].starts_with(&format!(
+            "UPDATE `shardrep_{service}`.`restart_position` SET seqno = 0"
+        )),
+        "{steps:?}"
+    );
+    assert_eq!(steps[4], "COMMIT");
+    assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
+    drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
