@@ -59,121 +59,11 @@ die() { printf 'fixtures: error: %s\n' "$*" >&2; exit 1; }
 # The client on the private master (root over its socket).
 mariadb() { "$here/sandbox.sh" sql master "$@"; }
 
-# The reproducer of a case, verbatim from shared/cases/BNN.md (SQL, or for
-# B14 the shell snippet that pipes generated SQL into `mariadb`).
+# The reproducer of a case: the SQL of tests/cases/BNN.sql (copied from
+# shared/cases/BNN.md by scripts/sync-cases.py), or for B14 the shell snippet
+# of its case file that pipes generated SQL into `mariadb`.
 case_text() {
     case "$1" in
-        B01) cat <<'SQL'
-CREATE DATABASE rt_dec; USE rt_dec;
-CREATE TABLE d (id INT PRIMARY KEY, a DECIMAL(38,0), b DECIMAL(38,19), c DECIMAL(38,38),
-                e DECIMAL(10,2), f DECIMAL(36,18) UNSIGNED, g DECIMAL(65,30));
-INSERT INTO d VALUES
- (1, 99999999999999999999999999999999999999, 9999999999999999999.9999999999999999999,
-     0.99999999999999999999999999999999999999, 500.00, 0.000000756500000000,
-     12345678901234567890123456789012345.123456789012345678901234567890),
- (2, -99999999999999999999999999999999999999, -9999999999999999999.9999999999999999999,
-     -0.99999999999999999999999999999999999999, -0.05, 100000.000000000000000001,
-     -0.000000000000000000000000000001),
- (3, 0, 0, 0, 0, 0, 0),
- (4, -1, -0.5, -0.00000000000000000000000000000000000001, -12345678.99, 1, 1);
-SQL
-            ;;
-        B02) cat <<'SQL'
-CREATE DATABASE rt_time; USE rt_time;
-CREATE TABLE t (id INT PRIMARY KEY, t0 TIME, t2 TIME(2), t6 TIME(6));
-INSERT INTO t VALUES
- (1, '-838:59:59', '-00:00:00.01', '-838:59:59.000000'),
- (2, '-00:00:01',  '-12:34:56.78', '-00:00:00.000001'),
- (3, '838:59:59',  '00:00:00.00',  '16:08:04.010123'),
- (4, '-16:08:04',  '-16:08:04.01', '-16:08:04.010123');
-SQL
-            ;;
-        B04) cat <<'SQL'
-CREATE DATABASE rt_zero; USE rt_zero;
-SET SESSION sql_mode = ''; SET time_zone = '+00:00';
-CREATE TABLE z (id INT PRIMARY KEY, d DATE NOT NULL, dt DATETIME NOT NULL, dt6 DATETIME(6) NOT NULL,
-                ts TIMESTAMP NOT NULL DEFAULT '0000-00-00 00:00:00');
-INSERT INTO z VALUES
- (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00.000000', '0000-00-00 00:00:00'),
- (2, '2023-00-15', '2023-00-15 10:00:00', '2023-05-00 10:00:00.000001', '1970-01-01 00:00:01'),
- (3, '2023-05-00', '0000-00-00 00:00:01', '0000-00-00 00:00:00.000001', '0000-00-00 00:00:00');
-UPDATE z SET d = '2020-02-02' WHERE id = 3;
-SQL
-            ;;
-        B05) cat <<'SQL'
-CREATE DATABASE rt_year; USE rt_year; SET SESSION sql_mode = '';
-CREATE TABLE y (id INT PRIMARY KEY, v YEAR, n INT);
-INSERT INTO y VALUES (1, 0, 8489734), (2, 1901, -1), (3, 2155, 0), (4, 1999, NULL), (5, NULL, 7);
-SQL
-            ;;
-        B07) cat <<'SQL'
-CREATE DATABASE rt_enum; USE rt_enum; SET SESSION sql_mode = '';
-CREATE TABLE e (
-  job_id VARCHAR(36) NOT NULL,
-  kind ENUM('RFS_WEBHOOKS','ESS') NOT NULL,
-  size ENUM('x-small','small','medium','large','x-large') DEFAULT NULL,
-  flags SET('a','b','c','d','e','f','g','h','i') DEFAULT NULL,
-  note VARCHAR(10),
-  PRIMARY KEY (job_id, kind));
-INSERT INTO e VALUES ('j1','ESS','medium','a,c,i','x'), ('j1','RFS_WEBHOOKS','x-small','','y'),
-                     ('j2','ESS','bogus','b,zz','z'), ('j3','ESS',NULL,NULL,NULL);
-UPDATE e SET note = 'upd' WHERE job_id = 'j1' AND kind = 'ESS';
-DELETE FROM e WHERE job_id = 'j1' AND kind = 'RFS_WEBHOOKS';
-SQL
-            ;;
-        B08) cat <<'SQL'
-CREATE DATABASE rt_json; USE rt_json;
-CREATE TABLE j (id INT PRIMARY KEY, doc JSON, doc2 JSON);
-INSERT INTO j VALUES
- (1, '{"a":true,"c":"d","ab":"t\\"q","bc":["x","y"],"n":18446744073709551615,"f":-1.5e-7}', '[]'),
- (2, '{"k":"\\u00e9\\ud83d\\ude00","nested":{"deep":[1,{"x":null}]}}', NULL);
-UPDATE j SET doc = JSON_SET(doc, '$.c', 'e', '$.new', 42) WHERE id = 1;
-SQL
-            ;;
-        B09) cat <<'SQL'
-CREATE DATABASE rt_uns; USE rt_uns;
-CREATE TABLE u (id SMALLINT UNSIGNED PRIMARY KEY, t TINYINT UNSIGNED, s SMALLINT UNSIGNED, m MEDIUMINT UNSIGNED,
-                i INT UNSIGNED, b BIGINT UNSIGNED, sb BIGINT, f FLOAT UNSIGNED, d DOUBLE);
-INSERT INTO u VALUES
- (41002, 255, 65535, 16777215, 4294967295, 18446744073709551615, -9223372036854775808, 3.5, -0.1),
- (1, 200, 33000, 8888607, 2247483647, 9323372036854775807, 9223372036854775807, 0, 1.7976931348623157e308),
- (2, 128, 32768, 8388608, 2147483648, 9223372036854775808, -1, NULL, 4.9e-324);
-UPDATE u SET t = 254 WHERE id = 41002;
-SQL
-            ;;
-        B11) cat <<'SQL'
-CREATE DATABASE rt_big; USE rt_big;
-CREATE TABLE big (id INT PRIMARY KEY, payload LONGBLOB, txt LONGTEXT, small VARCHAR(10));
-INSERT INTO big VALUES (1, REPEAT(X'00FF', 10*1024*1024), REPEAT('x', 17*1024*1024), 'a');
-INSERT INTO big VALUES (2, REPEAT('y', 16777215 - 40), 'short', 'b');
-UPDATE big SET small = 'c' WHERE id = 1;
-INSERT INTO big VALUES (3, REPEAT('z', 16777161), 'e', 'f');
-INSERT INTO big VALUES (4, REPEAT('z', 16777165), 'e', 'f');
-SQL
-            ;;
-        B12) cat <<'SQL'
-CREATE DATABASE rt_min; USE rt_min;
-CREATE TABLE m (id INT PRIMARY KEY, c1 INT NULL, c2 INT NULL, c3 INT NULL, c4 INT NULL, c5 INT NULL,
-                c6 INT NULL, c7 INT NULL, c8 INT NULL, c9 INT NULL, c10 VARCHAR(10) NULL, c11 INT NOT NULL DEFAULT 0);
-INSERT INTO m VALUES (1,1,2,3,4,5,6,7,8,9,'ten',11), (2,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,0);
-SET SESSION binlog_row_image = 'MINIMAL';
-UPDATE m SET c9 = NULL WHERE id = 1;
-UPDATE m SET c10 = 'x', c2 = 22 WHERE id = 2;
-INSERT INTO m (id, c5) VALUES (3, 55);          -- row event carries only id and c5
-UPDATE m SET id = 30 WHERE id = 3;
-DELETE FROM m WHERE id = 2;
-SET SESSION binlog_row_image = 'FULL';
-CREATE DATABASE rt_noblob; USE rt_noblob;
-CREATE TABLE nb (id INT PRIMARY KEY, body MEDIUMTEXT, img BLOB, cnt INT, nul TEXT NULL);
-INSERT INTO nb VALUES (1, REPEAT('a', 1000), X'DEADBEEF', 0, NULL), (2, 'b', NULL, 0, 'n');
-SET SESSION binlog_row_image = 'NOBLOB';
-UPDATE nb SET cnt = cnt + 1;
-UPDATE nb SET img = X'CAFE' WHERE id = 2;
-DELETE FROM nb WHERE id = 2;
-INSERT INTO nb (id, cnt) VALUES (3, 7);
-SET SESSION binlog_row_image = 'FULL';
-SQL
-            ;;
         B14) cat <<'SH'
 { echo "CREATE DATABASE rt_wide; USE rt_wide;"
   printf "CREATE TABLE w (id INT PRIMARY KEY"; for i in $(seq 1 259); do printf ", c%d INT NULL" $i; done; echo ");"
@@ -181,7 +71,10 @@ SQL
   echo "UPDATE w SET c259 = -259, c1 = NULL WHERE id = 1;"; } | mariadb
 SH
             ;;
-        *) die "no SQL for case $1" ;;
+        *)
+            [ -f "$root/tests/cases/$1.sql" ] || die "no SQL for case $1"
+            cat "$root/tests/cases/$1.sql"
+            ;;
     esac
 }
 

@@ -884,27 +884,23 @@ fn parse_format_description(bytes: &[u8]) -> Result<FormatDescription, String> {
              or MariaDB 5.3 (no checksum algorithm in FORMAT_DESCRIPTION) are not supported"
         ));
     }
-    let (lengths, checksum) = if checksum_aware(&server_version) {
-        let Some(split) = rest.len().checked_sub(1 + CHECKSUM_LEN) else {
-            return Err(format!(
-                "{} bytes after the common header length, expected the post-header \
-                 lengths, the checksum algorithm byte and 4 checksum bytes",
-                rest.len()
-            ));
-        };
-        let checksum = match rest[split] {
-            CHECKSUM_ALG_OFF | CHECKSUM_ALG_UNDEF => ChecksumAlg::None,
-            CHECKSUM_ALG_CRC32 => ChecksumAlg::Crc32,
-            other => {
-                return Err(format!(
-                    "checksum algorithm {other}, expected 0 (NONE), 1 (CRC32) or 255 (undefined)"
-                ))
-            }
-        };
-        (&rest[..split], checksum)
-    } else {
-        (rest, ChecksumAlg::None)
+    let Some(split) = rest.len().checked_sub(1 + CHECKSUM_LEN) else {
+        return Err(format!(
+            "{} bytes after the common header length, expected the post-header \
+             lengths, the checksum algorithm byte and 4 checksum bytes",
+            rest.len()
+        ));
     };
+    let checksum = match rest[split] {
+        CHECKSUM_ALG_OFF | CHECKSUM_ALG_UNDEF => ChecksumAlg::None,
+        CHECKSUM_ALG_CRC32 => ChecksumAlg::Crc32,
+        other => {
+            return Err(format!(
+                "checksum algorithm {other}, expected 0 (NONE), 1 (CRC32) or 255 (undefined)"
+            ))
+        }
+    };
+    let lengths = &rest[..split];
     Ok(FormatDescription {
         binlog_version,
         server_version,

@@ -174,10 +174,8 @@ pub fn unique_schema(label: &str) -> String {
     format!("t_{label}{suffix}")
 }
 
-/// `name` as a MySQL identifier: in backticks, a backtick doubled.
-pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+/// `name` as a MySQL identifier (the crate's own quoting).
+pub use shardrep::applier::sql::quote_ident;
 
 /// Polls `check` until it yields `Some`, at most until `timeout` has passed;
 /// then fails with `what` in the message. The poll interval grows from 5 ms
