@@ -65,6 +65,8 @@ pub struct SchedulerCounters {
     pub dropped: AtomicU64,
     /// Barriers taken (trepctl's `serializationCount`).
     pub serializations: AtomicU64,
+    /// Transactions skipped because the DBA named them (`--skip-seqno`).
+    pub skipped: AtomicU64,
     /// Last seqno handled (dispatched or dropped), plus one; 0: none.
     pub handled_next: AtomicU64,
 }
@@ -101,6 +103,9 @@ pub struct SchedulerSettings {
     /// How long one wait for the next transaction lasts before the stop
     /// flag and errors are checked again.
     pub poll: Duration,
+    /// Seqnos the DBA asked to skip (`--skip-seqno`): never applied, each
+    /// logged as a warning and counted in `skipped`.
+    pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
 }
 
 /// Runs the scheduler until a stop request (`stop`), `stop_after`, or an
@@ -177,7 +182,26 @@ where
             marker.gtid = gtid_position;
         }
         let marker = Arc::new(marker);
-        match router.route(&txn) {
+        let route = if settings
+            .skip_seqnos
+            .iter()
+            .any(|r| r.contains(&seqno.get()))
+        {
+            tracing::warn!(
+                seqno = seqno.get(),
+                event_id = %txn.end_position,
+                shard = %txn.shard,
+                "transaction skipped at the DBA's request (--skip-seqno); it is not applied"
+            );
+            counters.skipped.fetch_add(1, Ordering::Relaxed);
+            Route::Drop {
+                reason: "skipped by request".into(),
+                warn: false,
+            }
+        } else {
+            router.route(&txn)
+        };
+        match route {
             Route::Error { message } => {
                 return Err(SchedulerError::Rejected { seqno, message });
             }

@@ -10,99 +10,15 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-
 use mysql_async::prelude::Queryable;
-use shardrep::config::Config;
-use shardrep::config::Secret;
-use shardrep::extractor::live::{master_status, LiveOptions};
 use shardrep::position::Seqno;
 
+use common::service::{drop_everywhere, master_position, ServiceSpec, TARGET};
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
-const REPLICA: Server = Server::Replica(2);
+const REPLICA: Server = TARGET;
 
 static MASTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn server_id() -> u32 {
-    static N: AtomicU32 = AtomicU32::new(0);
-    30_000 + (std::process::id() % 10_000) * 64 + N.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A service configuration applying the master's binlog from `start` to
-/// replica 2, with `channels` channels and block commit `block`.
-fn config(
-    sb: &Sandbox,
-    dir: &std::path::Path,
-    service: &str,
-    schemas: &[String],
-    start: &str,
-    channels: u16,
-    block: u32,
-) -> Config {
-    let mut map = String::from("shard_id master critical\n");
-    for s in schemas {
-        map.push_str(&format!("{s} {service} false\n"));
-    }
-    let map_path = dir.join("shard.map");
-    std::fs::write(&map_path, map).unwrap();
-    let text = format!(
-        r#"
-[service]
-name = "{service}"
-[source]
-kind = "live"
-host = "{host}"
-port = {master_port}
-user = "{user}"
-password = "{password}"
-server_id = {server_id}
-start = "{start}"
-[replica]
-host = "{host}"
-port = {replica_port}
-user = "{user}"
-password = "{password}"
-[queue]
-dir = "{queue}"
-[apply]
-channels = {channels}
-block_commit_txns = {block}
-sync_interval_seqnos = 50
-[shard_filter]
-map_file = "{map}"
-unknown_shard_policy = "drop"
-[control]
-socket = "{socket}"
-"#,
-        host = sb.host,
-        master_port = sb.port(Server::Master),
-        replica_port = sb.port(REPLICA),
-        user = sb.user,
-        password = sb.password,
-        server_id = server_id(),
-        queue = dir.join("queue").display(),
-        map = map_path.display(),
-        socket = dir.join("control.sock").display(),
-    );
-    Config::from_toml_str(&text, dir.join("shardrep.toml")).expect("valid test config")
-}
-
-async fn master_position(sb: &Sandbox) -> String {
-    let options = LiveOptions::new(
-        sb.host.clone(),
-        sb.port(Server::Master),
-        sb.user.clone(),
-        Secret::new(sb.password.clone()),
-        server_id(),
-    );
-    master_status(&options)
-        .await
-        .expect("master status")
-        .0
-        .to_string()
-}
 
 /// Runs `ddl` on the master without binlogging it, and on both replicas
 /// (replica 1 keeps replicating natively, so it needs the tables too).
@@ -121,32 +37,6 @@ async fn create_on_both(sb: &Sandbox, ddl: &str) {
         .query_drop(format!("SET SESSION sql_log_bin = 0; {ddl}"))
         .await
         .unwrap();
-}
-
-fn run_until_idle(config: Config) -> shardrep::replicator::RunReport {
-    std::thread::spawn(move || {
-        shardrep::replicator::run(&config, Arc::new(AtomicBool::new(false)), true)
-    })
-    .join()
-    .expect("run thread")
-    .expect("run succeeds")
-}
-
-async fn drop_everywhere(sb: &Sandbox, schemas: &[String]) {
-    // Replica 1 first: it may still be applying the master's last changes.
-    common::wait_replica_caught_up(sb, Server::Replica(1), std::time::Duration::from_secs(60))
-        .await;
-    for server in [Server::Master, REPLICA, Server::Replica(1)] {
-        let mut conn = sb.connect(server).await;
-        for s in schemas {
-            conn.query_drop(format!(
-                "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
-                quote_ident(s)
-            ))
-            .await
-            .unwrap();
-        }
-    }
 }
 
 async fn sharded_workload(block: u32) {
@@ -194,9 +84,9 @@ async fn sharded_workload(block: u32) {
             .await
             .unwrap();
     }
-    let dir = tempdir();
-    let service = format!("t{}", std::process::id());
-    let report = run_until_idle(config(sb, &dir, &service, &schemas, &start, 4, block));
+    let mut spec = ServiceSpec::new("t", &schemas, &start);
+    spec.block = block;
+    let report = spec.run_until_idle(sb).expect("run succeeds");
     for s in &schemas {
         assert_table_equal(sb, Server::Master, REPLICA, s, "t").await;
     }
@@ -212,27 +102,7 @@ async fn sharded_workload(block: u32) {
         "cross-schema transactions run behind barriers"
     );
     drop_everywhere(sb, &schemas).await;
-    let mut replica = sb.connect(REPLICA).await;
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
-            quote_ident(&format!("shardrep_{service}"))
-        ))
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn tempdir() -> std::path::PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardrep-apply-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    spec.remove(sb).await;
 }
 
 // Parallel apply with block commit: every table equals the master's and
@@ -275,17 +145,11 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         .query_drop("SET GLOBAL log_output = 'TABLE'; TRUNCATE TABLE mysql.general_log; SET GLOBAL general_log = 1")
         .await
         .unwrap();
-    let dir = tempdir();
-    let service = format!("o{}", std::process::id());
-    let report = run_until_idle(config(
-        sb,
-        &dir,
-        &service,
-        std::slice::from_ref(&schema),
-        &start,
-        1,
-        1,
-    ));
+    let mut spec = ServiceSpec::new("o", std::slice::from_ref(&schema), &start);
+    spec.channels = 1;
+    spec.block = 1;
+    let service = spec.service.clone();
+    let report = spec.run_until_idle(sb).expect("run succeeds");
     replica
         .query_drop("SET GLOBAL general_log = 0")
         .await
@@ -339,5 +203,5 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
     assert_eq!(steps[4], "COMMIT");
     assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    spec.remove(sb).await;
 }

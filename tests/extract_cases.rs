@@ -15,7 +15,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -26,14 +25,10 @@ use shardrep::extractor::reader::{ExtractStart, Extractor};
 use shardrep::inspect::{fsp_of, value_text};
 use shardrep::position::{BinlogPosition, GtidPos, Seqno};
 
+use common::service::{case_sql, replace_word, server_id};
 use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
 
 static MASTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn server_id() -> u32 {
-    static N: AtomicU32 = AtomicU32::new(0);
-    20_000 + (std::process::id() % 10_000) * 64 + N.fetch_add(1, Ordering::Relaxed)
-}
 
 fn live_endpoint(sb: &Sandbox) -> SourceEndpoint {
     SourceEndpoint::Live(LiveSourceConfig {
@@ -60,32 +55,6 @@ fn live_options(sb: &Sandbox) -> LiveOptions {
         SourceEndpoint::Live(l) => LiveOptions::from_config(&l),
         SourceEndpoint::Files(_) => unreachable!(),
     }
-}
-
-/// The case's SQL from `tests/cases/`, with each schema in `schemas`
-/// replaced (as a whole word) by the matching unique name.
-fn case_sql(case: &str, renames: &[(&str, &str)]) -> String {
-    let path = format!("{}/tests/cases/{case}.sql", env!("CARGO_MANIFEST_DIR"));
-    let mut sql = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    for (from, to) in renames {
-        sql = replace_word(&sql, from, to);
-    }
-    sql
-}
-
-fn replace_word(text: &str, from: &str, to: &str) -> String {
-    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(from) {
-        let before_ok = !rest[..i].chars().next_back().is_some_and(is_word);
-        let after_ok = !rest[i + from.len()..].chars().next().is_some_and(is_word);
-        out.push_str(&rest[..i]);
-        out.push_str(if before_ok && after_ok { to } else { from });
-        rest = &rest[i + from.len()..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Reads transactions from `endpoint` starting at `start` until one ends at

@@ -22,7 +22,7 @@
 //! server's code and message.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -130,6 +130,12 @@ pub struct ApplyError {
 #[derive(Debug)]
 pub struct Progress {
     committed: Vec<AtomicI64>,
+    /// Bumped by every channel after it applies DDL: channels forget their
+    /// cached table shapes when it changes (a DDL on one channel may alter
+    /// a table another channel also writes, e.g. in critical transactions).
+    ddl_epoch: AtomicU64,
+    /// Transient errors retried, over all channels.
+    retries: AtomicU64,
     error: Mutex<Option<ApplyError>>,
     lock: Mutex<()>,
     changed: Condvar,
@@ -144,6 +150,8 @@ impl Progress {
                 .iter()
                 .map(|s| AtomicI64::new(s.map_or(-1, |s| s.get() as i64)))
                 .collect(),
+            ddl_epoch: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
             error: Mutex::new(None),
             lock: Mutex::new(()),
             changed: Condvar::new(),
@@ -164,6 +172,11 @@ impl Progress {
             .map(|c| self.committed(c))
             .min()
             .flatten()
+    }
+
+    /// Transient errors retried so far (blocks rolled back and run again).
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
     }
 
     /// The first definite error, if any.
@@ -266,7 +279,7 @@ pub fn spawn(
                     message: format!("cannot start the channel's runtime: {e}"),
                 })?;
             let channel = settings.channel.index();
-            let result = runtime.block_on(run(settings, input, &progress));
+            let result = runtime.block_on(run(settings, input, progress.clone()));
             if let Err(e) = &result {
                 tracing::error!(channel, error = %e, "channel stopped on an error");
                 progress.set_error(e.clone());
@@ -282,6 +295,13 @@ struct Channel {
     shapes: HashMap<(String, String), Arc<ReplicaTable>>,
     /// Last committed seqno of this channel (restart row).
     committed: Option<Seqno>,
+    /// Shared progress (DDL epoch, retry count).
+    progress: Arc<Progress>,
+    /// The DDL epoch the cached shapes belong to.
+    seen_ddl_epoch: u64,
+    /// A DDL transaction that may already have run (marked before a crash
+    /// or a retried attempt): its "already exists" errors mean done.
+    replay_ddl: Option<Seqno>,
 }
 
 /// What the replica says about a table: names, key and unsigned columns.
@@ -294,10 +314,10 @@ struct ReplicaTable {
 async fn run(
     settings: ChannelSettings,
     input: Receiver<Work>,
-    progress: &Progress,
+    progress: Arc<Progress>,
 ) -> Result<(), ApplyError> {
     let index = settings.channel.index();
-    let mut channel = Channel::connect(settings, progress.committed(index)).await?;
+    let mut channel = Channel::connect(settings, progress.clone()).await?;
     let mut pending: Option<Work> = None;
     loop {
         let first = match pending.take() {
@@ -367,6 +387,20 @@ fn is_dml(sql: &[u8]) -> bool {
     )
 }
 
+/// Whether `sql` is `CREATE [OR REPLACE] DATABASE|SCHEMA …` or `DROP
+/// DATABASE|SCHEMA …` (the statement names its database; comments before
+/// the first word are not expected in binlogged DDL and make this false).
+fn names_its_database(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]).to_ascii_uppercase();
+    let words: Vec<&str> = text.split_ascii_whitespace().take(4).collect();
+    match words.as_slice() {
+        ["CREATE", "OR", "REPLACE", kind, ..] | ["CREATE", kind, ..] | ["DROP", kind, ..] => {
+            matches!(*kind, "DATABASE" | "SCHEMA")
+        }
+        _ => false,
+    }
+}
+
 fn elide(sql: &str) -> String {
     if sql.chars().count() > 200 {
         let cut: String = sql.chars().take(200).collect();
@@ -379,17 +413,41 @@ fn elide(sql: &str) -> String {
 impl Channel {
     async fn connect(
         settings: ChannelSettings,
-        committed: Option<Seqno>,
+        progress: Arc<Progress>,
     ) -> Result<Channel, ApplyError> {
-        let conn = Conn::new(settings.opts.clone())
+        let mut conn = Conn::new(settings.opts.clone())
             .await
             .map_err(|e| connect_error(&settings, &e))?;
+        let replay_ddl = restart::pending_ddl(&mut conn, &settings.catalog, settings.channel.get())
+            .await
+            .map_err(|e| ApplyError {
+                channel: settings.channel.get(),
+                seqno: 0,
+                event_id: String::new(),
+                shard: String::new(),
+                sql: String::new(),
+                code: 0,
+                message: e.to_string(),
+            })?;
+        if let Some(seqno) = replay_ddl {
+            tracing::warn!(
+                channel = settings.channel.get(),
+                seqno = seqno.get(),
+                "a DDL transaction started before the last stop and its restart row was not \
+                 committed; replaying it, treating 'already exists/does not exist' as done"
+            );
+        }
+        let committed = progress.committed(settings.channel.index());
+        let seen_ddl_epoch = progress.ddl_epoch.load(Ordering::Acquire);
         let mut channel = Channel {
             settings,
             conn,
             builder: SqlBuilder::new(),
             shapes: HashMap::new(),
             committed,
+            progress,
+            seen_ddl_epoch,
+            replay_ddl,
         };
         channel.setup_session().await?;
         Ok(channel)
@@ -446,11 +504,25 @@ impl Channel {
         if todo.is_empty() {
             return Ok(());
         }
+        let epoch = self.progress.ddl_epoch.load(Ordering::Acquire);
+        if epoch != self.seen_ddl_epoch {
+            self.seen_ddl_epoch = epoch;
+            self.shapes.clear();
+            self.builder = SqlBuilder::new();
+        }
+        let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
-            match self.try_block(&todo).await {
+            match self.try_block(&todo, ddl).await {
                 Ok(()) => {
                     self.committed = todo.last().map(|(t, _)| t.seqno);
+                    if ddl {
+                        self.replay_ddl = None;
+                        self.shapes.clear();
+                        self.builder = SqlBuilder::new();
+                        self.seen_ddl_epoch =
+                            self.progress.ddl_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+                    }
                     return Ok(());
                 }
                 Err((error, Some(cause)))
@@ -467,6 +539,11 @@ impl Channel {
                         "transient error; rolling back the block and retrying"
                     );
                     let _ = self.conn.query_drop("ROLLBACK").await;
+                    self.progress.retries.fetch_add(1, Ordering::Relaxed);
+                    if ddl {
+                        // The DDL itself may have run before the error.
+                        self.replay_ddl = Some(todo[0].0.seqno);
+                    }
                     tokio::time::sleep(delay).await;
                     if matches!(
                         cause,
@@ -487,22 +564,35 @@ impl Channel {
 
     /// One attempt at a block; errors carry the driver error when there is
     /// one (for classification).
+    ///
+    /// A DDL block (one transaction) first marks its seqno in the restart
+    /// row's `ddl_seqno` (autocommit): the DDL commits implicitly, so the
+    /// mark is what tells a restart that it may already have run. Every
+    /// statement that commits implicitly is followed by a new START
+    /// TRANSACTION, so the rest of the transaction (e.g. the rows of
+    /// CREATE TABLE … SELECT) commits with the restart row.
     async fn try_block(
         &mut self,
         todo: &[&(Arc<Transaction>, u64)],
+        ddl: bool,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
-        if !ddl {
-            self.exec_text("START TRANSACTION", None).await?;
+        if ddl {
+            let (txn, epoch) = todo[0];
+            let sql = restart::mark_ddl_statement(&self.settings.catalog);
+            let params = Params::Positional(vec![
+                Param::Int(txn.seqno.get() as i64),
+                Param::UInt(u64::from(self.settings.channel.get())),
+            ]);
+            self.conn
+                .exec_drop(sql.as_str(), params)
+                .await
+                .map_err(|e| (self.error_at(Some((txn, *epoch)), &sql, &e), Some(e)))?;
         }
+        self.exec_text("START TRANSACTION", None).await?;
         for (txn, epoch) in todo {
             self.apply_txn(txn, *epoch).await?;
         }
         let (last, epoch) = todo.last().expect("non-empty block");
-        if ddl {
-            // The statement committed implicitly; record the row now.
-            self.exec_text("START TRANSACTION", None).await?;
-        }
         let row = Marker::of(last, *epoch).row(self.settings.channel.get());
         self.update_row(&row, last.commit_timestamp, Some((last, *epoch)))
             .await?;
@@ -657,7 +747,8 @@ impl Channel {
                         ));
                     }
                     for statement in planned.drain(..) {
-                        self.exec_planned(txn, epoch, &statement).await?;
+                        self.exec_planned(txn, epoch, &statement, &table.shape)
+                            .await?;
                     }
                     if fk_off {
                         self.exec_text("SET foreign_key_checks = 1", Some((txn, epoch)))
@@ -674,6 +765,7 @@ impl Channel {
         txn: &Transaction,
         epoch: u64,
         statement: &PlannedStatement,
+        shape: &TableShape,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let result = self
             .conn
@@ -705,8 +797,17 @@ impl Channel {
                     sql: elide(&statement.sql),
                     code: crate::applier::retry::ER_KEY_NOT_FOUND,
                     message: format!(
-                        "{:?} matched {affected} of {} rows: the replica has diverged from the master",
-                        statement.kind, statement.expected_rows
+                        "{} of {}.{} matched {affected} of {} rows ({}): the replica has \
+                         diverged from the master (row not found)",
+                        match statement.kind {
+                            RowKind::Update => "UPDATE",
+                            RowKind::Delete => "DELETE",
+                            RowKind::Insert => "INSERT",
+                        },
+                        quote_ident(&shape.schema),
+                        quote_ident(&shape.table),
+                        statement.expected_rows,
+                        describe_match(statement, shape)
                     ),
                 },
                 None,
@@ -734,11 +835,35 @@ impl Channel {
             result.map_err(|e| (self.error_at(at, sql, &e), Some(e)))?;
         }
         if let Some(db) = &statement.default_schema {
-            self.exec_text(&format!("USE {}", quote_ident(db)), at)
-                .await?;
+            // CREATE/DROP DATABASE is logged with the database itself as
+            // the default schema, which does not exist yet (or any more)
+            // on the replica; the server's own applier sets the default
+            // schema without checking. Such a statement names its database,
+            // so it runs without the USE.
+            if !names_its_database(&statement.sql) {
+                self.exec_text(&format!("USE {}", quote_ident(db)), at)
+                    .await?;
+            }
         }
         let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
-        let result = self.conn.query_drop(statement.sql.as_slice()).await;
+        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
+        let ddl = !is_dml(&statement.sql);
+        if let Err(mysql_async::Error::Server(e)) = &result {
+            if ddl
+                && self.replay_ddl == Some(txn.seqno)
+                && crate::applier::retry::is_ddl_already_applied(e.code)
+            {
+                tracing::warn!(
+                    channel = self.settings.channel.get(),
+                    seqno = txn.seqno.get(),
+                    code = e.code,
+                    error = %e.message,
+                    sql = %elide(&sql_text),
+                    "replayed DDL had already run before the stop; continuing"
+                );
+                result = Ok(());
+            }
+        }
         // Back to the channel's own session before anything else.
         let restore =
             "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
@@ -746,10 +871,13 @@ impl Channel {
                        insert_id = 0, last_insert_id = 0";
         result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
         self.exec_text(restore, at).await?;
-        // DDL may change any table of its schema: forget cached shapes.
-        if !is_dml(&statement.sql) {
+        if ddl {
+            // DDL may change any table of its schema: forget cached shapes.
             self.shapes.clear();
             self.builder = SqlBuilder::new();
+            // It committed implicitly: what follows (rows of CREATE …
+            // SELECT, the restart row) is one new transaction.
+            self.exec_text("START TRANSACTION", at).await?;
         }
         Ok(())
     }
@@ -823,6 +951,38 @@ impl Channel {
         self.shapes.insert(key, table.clone());
         Ok(table)
     }
+}
+
+/// `key `id` = 2` (or `row `a` = 1, `b` = NULL` for a table without a
+/// primary key): the matched columns and their values, each value cut at
+/// 64 characters.
+fn describe_match(statement: &PlannedStatement, shape: &TableShape) -> String {
+    let values = &statement.params[statement.params.len() - statement.matched.len()..];
+    let by_key = shape
+        .primary_key
+        .as_ref()
+        .is_some_and(|k| *k == statement.matched);
+    let pairs: Vec<String> = statement
+        .matched
+        .iter()
+        .zip(values)
+        .map(|(&c, v)| {
+            let name = shape
+                .columns
+                .get(c as usize)
+                .map_or_else(|| format!("@{}", c + 1), |n| quote_ident(n));
+            let mut text = v.as_sql(false);
+            if text.chars().count() > 64 {
+                text = text.chars().take(64).collect::<String>() + "…";
+            }
+            format!("{name} = {text}")
+        })
+        .collect();
+    format!(
+        "{} {}",
+        if by_key { "key" } else { "row" },
+        pairs.join(", ")
+    )
 }
 
 fn connect_error(settings: &ChannelSettings, e: &mysql_async::Error) -> ApplyError {
@@ -940,4 +1100,27 @@ fn session_setup(context: &SessionContext) -> Vec<(String, Vec<Param>)> {
         out.push((sql, params));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn database_ddl_is_recognised() {
+        for sql in [
+            "CREATE DATABASE a",
+            "create schema if not exists a",
+            "CREATE OR REPLACE DATABASE a",
+            "DROP DATABASE a",
+            "DROP SCHEMA IF EXISTS `a`",
+        ] {
+            assert!(super::names_its_database(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "CREATE TABLE a (x INT)",
+            "ALTER DATABASE a CHARACTER SET utf8mb4",
+            "DROP TABLE a",
+        ] {
+            assert!(!super::names_its_database(sql.as_bytes()), "{sql}");
+        }
+    }
 }

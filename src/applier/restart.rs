@@ -60,11 +60,59 @@ pub fn create_statements(catalog: &str) -> [String; 2] {
              shard_id VARCHAR(192) CHARACTER SET utf8mb4 NOT NULL, \
              extract_time DATETIME(6) NULL, \
              commit_time DATETIME(6) NULL, \
-             applied_latency_ms BIGINT NOT NULL DEFAULT 0\
+             applied_latency_ms BIGINT NOT NULL DEFAULT 0, \
+             ddl_seqno BIGINT NOT NULL DEFAULT -1\
              ) ENGINE=InnoDB",
             quote_ident(RESTART_TABLE)
         ),
     ]
+}
+
+/// The UPDATE that marks a DDL transaction as started on a channel, run
+/// (autocommit) just before the DDL. DDL commits implicitly, so the data
+/// and the restart row cannot commit together; after a crash between the
+/// DDL and its restart row, `ddl_seqno` greater than `seqno` says the DDL
+/// of that seqno may already have run, and the channel replays it
+/// tolerating "already exists / does not exist" errors (see
+/// `super::retry::is_ddl_already_applied`). Parameters: `ddl_seqno`,
+/// `channel`.
+pub fn mark_ddl_statement(catalog: &str) -> String {
+    format!(
+        "UPDATE {}.{} SET ddl_seqno = ? WHERE channel = ?",
+        quote_ident(catalog),
+        quote_ident(RESTART_TABLE)
+    )
+}
+
+/// The `ddl_seqno` of channel `channel` when it is ahead of the channel's
+/// committed seqno: a DDL transaction that started but whose restart row
+/// was never committed (it may or may not have run).
+///
+/// # Errors
+/// [`RestartError::Sql`].
+pub async fn pending_ddl(
+    conn: &mut Conn,
+    catalog: &str,
+    channel: u16,
+) -> Result<Option<Seqno>, RestartError> {
+    let row: Option<(i64, i64)> = conn
+        .exec_first(
+            format!(
+                "SELECT seqno, ddl_seqno FROM {}.{} WHERE channel = ?",
+                quote_ident(catalog),
+                quote_ident(RESTART_TABLE)
+            ),
+            (channel,),
+        )
+        .await
+        .map_err(|source| RestartError::Sql {
+            catalog: catalog.to_string(),
+            source,
+        })?;
+    Ok(match row {
+        Some((seqno, ddl)) if ddl > seqno => Some(Seqno(ddl as u64)),
+        _ => None,
+    })
 }
 
 /// The UPDATE that records a channel's progress, run just before COMMIT
@@ -154,6 +202,14 @@ pub async fn prepare(
     for statement in create_statements(catalog) {
         conn.query_drop(statement).await.map_err(sql_err)?;
     }
+    // Tables created before the DDL mark existed.
+    conn.query_drop(format!(
+        "ALTER TABLE {}.{} ADD COLUMN IF NOT EXISTS ddl_seqno BIGINT NOT NULL DEFAULT -1",
+        quote_ident(catalog),
+        quote_ident(RESTART_TABLE)
+    ))
+    .await
+    .map_err(sql_err)?;
     let mut rows = read(conn, catalog).await?;
     if rows.len() != usize::from(channels) {
         let distinct: std::collections::BTreeSet<Option<Seqno>> =

@@ -56,6 +56,41 @@ pub fn classify(error: &mysql_async::Error) -> ErrorClass {
     }
 }
 
+/// Server errors a DDL statement gives when it already ran (exists / does
+/// not exist): `ER_DB_CREATE_EXISTS` 1007, `ER_DB_DROP_EXISTS` 1008,
+/// `ER_TABLE_EXISTS_ERROR` 1050, `ER_BAD_TABLE_ERROR` 1051,
+/// `ER_BAD_FIELD_ERROR` 1054, `ER_DUP_FIELDNAME` 1060, `ER_DUP_KEYNAME`
+/// 1061, `ER_CANT_DROP_FIELD_OR_KEY` 1091, `ER_NO_SUCH_TABLE` 1146,
+/// `ER_SP_ALREADY_EXISTS` 1304, `ER_SP_DOES_NOT_EXIST` 1305,
+/// `ER_TRG_ALREADY_EXISTS` 1359, `ER_TRG_DOES_NOT_EXIST` 1360,
+/// `ER_CANNOT_USER` 1396, `ER_EVENT_ALREADY_EXISTS` 1537,
+/// `ER_EVENT_DOES_NOT_EXIST` 1539.
+///
+/// Used only when replaying the one DDL transaction a channel marked as
+/// started before a crash (restart table `ddl_seqno`): MariaDB 10.6+ DDL
+/// is atomic (crash-safe), so such a statement either ran whole or not at
+/// all, and one of these errors means it ran. Never used elsewhere.
+pub fn is_ddl_already_applied(code: u16) -> bool {
+    matches!(
+        code,
+        1007 | 1008
+            | 1050
+            | 1051
+            | 1054
+            | 1060
+            | 1061
+            | 1091
+            | 1146
+            | 1304
+            | 1305
+            | 1359
+            | 1360
+            | 1396
+            | 1537
+            | 1539
+    )
+}
+
 /// Capped exponential backoff: `initial` doubled per attempt up to `max`.
 #[derive(Clone, Debug)]
 pub struct Backoff {
@@ -99,6 +134,16 @@ mod tests {
         }
         for code in [1062, 1032, 1146, 1054, 1064, 1452] {
             assert_eq!(classify_code(code), ErrorClass::Definite, "{code}");
+        }
+    }
+
+    #[test]
+    fn ddl_replay_tolerates_only_exists_errors() {
+        for code in [1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146] {
+            assert!(is_ddl_already_applied(code), "{code}");
+        }
+        for code in [1062, 1032, 1064, 1213, 1205, 1142, 1044] {
+            assert!(!is_ddl_already_applied(code), "{code}");
         }
     }
 

@@ -79,6 +79,9 @@ pub struct PlannedStatement {
     /// connection's `CLIENT_FOUND_ROWS`): fewer means the replica has
     /// diverged.
     pub expected_rows: u64,
+    /// Columns the WHERE clause matches on (UPDATE/DELETE; empty for
+    /// INSERT); their values are the last `matched.len()` parameters.
+    pub matched: Vec<u16>,
 }
 
 /// Key of a cached statement text.
@@ -185,6 +188,7 @@ impl SqlBuilder {
                             params,
                             kind: RowKind::Insert,
                             expected_rows: n as u64,
+                            matched: Vec::new(),
                         });
                         at += n;
                     }
@@ -231,6 +235,7 @@ impl SqlBuilder {
                         params,
                         kind: RowKind::Update,
                         expected_rows: 1,
+                        matched,
                     });
                 }
             }
@@ -250,6 +255,7 @@ impl SqlBuilder {
                         params,
                         kind: RowKind::Delete,
                         expected_rows: 1,
+                        matched,
                     });
                 }
             }

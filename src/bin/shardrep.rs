@@ -36,6 +36,13 @@ enum Command {
         /// and everything is applied.
         #[arg(long)]
         until_idle: bool,
+        /// Never apply these seqnos: a comma-separated list of seqnos and
+        /// ranges (`12`, `12,15-17`). Each skipped transaction is logged
+        /// as a warning. Only for a transaction the replica must not get
+        /// (e.g. one that stopped the service with a definite error after
+        /// the DBA fixed the replica by hand).
+        #[arg(long, value_name = "LIST", value_parser = parse_seqno_list)]
+        skip_seqno: Option<SeqnoList>,
     },
     /// Load and validate a configuration file; print every problem found.
     CheckConfig {
@@ -143,7 +150,17 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging();
     match cli.command {
-        Command::Run { config, until_idle } => run_service(config, until_idle),
+        Command::Run {
+            config,
+            until_idle,
+            skip_seqno,
+        } => run_service(
+            config,
+            shardrep::replicator::RunOptions {
+                stop_when_idle: until_idle,
+                skip_seqnos: skip_seqno.map(|l| l.0).unwrap_or_default(),
+            },
+        ),
         Command::CheckConfig { config } => {
             let cfg = Config::load(&config)?;
             println!(
@@ -524,8 +541,39 @@ fn log_info(dir: PathBuf, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Seqnos and inclusive ranges given as `12,15-17`.
+#[derive(Clone, Debug)]
+struct SeqnoList(Vec<std::ops::RangeInclusive<u64>>);
+
+fn parse_seqno_list(text: &str) -> Result<SeqnoList, String> {
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim();
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{s:?} in {text:?} is not a seqno (a number >= 0)"))
+        };
+        let range = match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!("range {item:?} in {text:?} ends before it starts"));
+                }
+                a..=b
+            }
+            None => {
+                let n = number(item)?;
+                n..=n
+            }
+        };
+        out.push(range);
+    }
+    Ok(SeqnoList(out))
+}
+
 /// `shardrep run`: the foreground service; SIGTERM/SIGINT stop it cleanly.
-fn run_service(config: PathBuf, until_idle: bool) -> anyhow::Result<()> {
+fn run_service(config: PathBuf, options: shardrep::replicator::RunOptions) -> anyhow::Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let cfg = Config::load(&config)?;
@@ -553,7 +601,7 @@ fn run_service(config: PathBuf, until_idle: bool) -> anyhow::Result<()> {
             })
             .context("start the signal thread")?;
     }
-    let report = shardrep::replicator::run(&cfg, stop, until_idle)?;
+    let report = shardrep::replicator::run(&cfg, stop, &options)?;
     let seqnos: Vec<String> = report
         .restart_rows
         .iter()
@@ -561,11 +609,13 @@ fn run_service(config: PathBuf, until_idle: bool) -> anyhow::Result<()> {
         .collect();
     println!(
         "stopped cleanly after {:.1} s: {} transactions applied, {} dropped by the shard filter, \
-         {} barriers; channel restart seqnos: {}",
+         {} barriers, {} skipped by request, {} retries; channel restart seqnos: {}",
         report.elapsed.as_secs_f64(),
         report.dispatched,
         report.dropped,
         report.serializations,
+        report.skipped,
+        report.retries,
         seqnos.join(",")
     );
     Ok(())

@@ -43,6 +43,10 @@ pub struct RunReport {
     pub dropped: u64,
     /// Barriers taken.
     pub serializations: u64,
+    /// Transactions skipped at the DBA's request (`skip_seqnos`).
+    pub skipped: u64,
+    /// Blocks rolled back and retried after a transient error.
+    pub retries: u64,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
@@ -76,9 +80,19 @@ fn replica_opts(config: &Config) -> mysql_async::Opts {
     )
 }
 
-/// Runs the service until `stop` is set (or, with `stop_when_idle`, until
-/// the source has no more transactions and everything is applied), then
-/// stops cleanly.
+/// How one run behaves besides its configuration.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Stop by itself once the source has no more transactions and
+    /// everything is applied.
+    pub stop_when_idle: bool,
+    /// Seqnos never applied (the DBA's `--skip-seqno`), each logged.
+    pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+}
+
+/// Runs the service until `stop` is set (or, with
+/// `options.stop_when_idle`, until the source has no more transactions and
+/// everything is applied), then stops cleanly.
 ///
 /// # Errors
 /// [`RunError`]; on an apply error the restart rows hold the last committed
@@ -86,8 +100,9 @@ fn replica_opts(config: &Config) -> mysql_async::Opts {
 pub fn run(
     config: &Config,
     stop: Arc<AtomicBool>,
-    stop_when_idle: bool,
+    options: &RunOptions,
 ) -> Result<RunReport, RunError> {
+    let stop_when_idle = options.stop_when_idle;
     let started = Instant::now();
     let channels = config.apply.channels;
     let catalog = config.catalog_schema();
@@ -231,6 +246,7 @@ pub fn run(
         sync_interval_seqnos: config.apply.sync_interval_seqnos,
         stop_after: None,
         poll: Duration::from_millis(100),
+        skip_seqnos: options.skip_seqnos.clone(),
     };
     let outcome = scheduler::run(
         next,
@@ -242,13 +258,27 @@ pub fn run(
         &settings,
     );
     drop(senders);
-    for handle in handles {
-        let _ = handle.join();
+    let mut panicked = None;
+    for (index, handle) in handles.into_iter().enumerate() {
+        if handle.join().is_err() {
+            panicked.get_or_insert(index);
+        }
     }
     extract_stop.store(true, Ordering::Release);
     let extract_result = extractor
         .join()
         .unwrap_or_else(|_| Err("the extractor thread panicked".into()));
+    // A channel may fail after the scheduler's last look (e.g. on the last
+    // block before a STOP marker): its error wins over a clean outcome and
+    // over the "channel gone" it causes.
+    if let Some(error) = progress.error() {
+        return Err(RunError::Apply(scheduler::SchedulerError::Apply(error)));
+    }
+    if let Some(index) = panicked {
+        return Err(RunError::Apply(scheduler::SchedulerError::ChannelGone(
+            index,
+        )));
+    }
     outcome?;
     if let Err(message) = extract_result {
         return Err(RunError::Extract(message));
@@ -267,6 +297,8 @@ pub fn run(
         dispatched: counters.dispatched.load(Ordering::Relaxed),
         dropped: counters.dropped.load(Ordering::Relaxed),
         serializations: counters.serializations.load(Ordering::Relaxed),
+        skipped: counters.skipped.load(Ordering::Relaxed),
+        retries: progress.retries(),
         elapsed: started.elapsed(),
     })
 }

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Value};
 
+pub mod service;
+
 /// One server of the sandbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {

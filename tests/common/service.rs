@@ -1,0 +1,388 @@
+//! Running shardrep services against the sandbox: a service applying the
+//! master's binlog to replica 2 (native replication stopped there), in
+//! process (`shardrep::replicator::run`) or as the real `shardrep` binary
+//! (so it can be killed), plus the case SQL of `tests/cases/`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use shardrep::config::{Config, Secret};
+use shardrep::extractor::live::{master_status, LiveOptions};
+use shardrep::replicator::{RunError, RunOptions, RunReport};
+
+use super::{quote_ident, Sandbox, Server};
+
+/// The replica shardrep applies to in these tests.
+pub const TARGET: Server = Server::Replica(2);
+
+/// A server id of this test process's own for binlog dumps.
+pub fn server_id() -> u32 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    30_000 + (std::process::id() % 10_000) * 64 + N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A fresh empty directory of this test's own under the temp dir.
+pub fn tempdir(label: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "shardrep-{label}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One service under test: the master's binlog from `start` applied to
+/// [`TARGET`], with a shard map listing `schemas` (mastered by the
+/// service; those in `critical` critical) and dropping unknown shards.
+#[derive(Clone, Debug)]
+pub struct ServiceSpec {
+    /// Service name (catalog `shardrep_<service>` on the replica).
+    pub service: String,
+    /// Its own directory: queue, shard map, config, logs.
+    pub dir: PathBuf,
+    /// Shards in the map.
+    pub schemas: Vec<String>,
+    /// Shards marked critical.
+    pub critical: Vec<String>,
+    /// `source.start` (`FILE:POS`).
+    pub start: String,
+    /// Apply channels.
+    pub channels: u16,
+    /// `block_commit_txns`.
+    pub block: u32,
+    /// `sync_interval_seqnos`.
+    pub sync_interval: u64,
+    /// `retry_max_attempts`.
+    pub retry_max_attempts: u32,
+}
+
+impl ServiceSpec {
+    /// A spec with 4 channels, block commit 100, sync every 50 seqnos.
+    pub fn new(label: &str, schemas: &[String], start: &str) -> ServiceSpec {
+        static N: AtomicU32 = AtomicU32::new(0);
+        ServiceSpec {
+            service: format!(
+                "{label}{}_{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ),
+            dir: tempdir(label),
+            schemas: schemas.to_vec(),
+            critical: Vec::new(),
+            start: start.to_string(),
+            channels: 4,
+            block: 100,
+            sync_interval: 50,
+            retry_max_attempts: 10,
+        }
+    }
+
+    /// The catalog schema on the replica.
+    pub fn catalog(&self) -> String {
+        format!("shardrep_{}", self.service)
+    }
+
+    /// The configuration text (writes the shard map into `dir`).
+    pub fn toml(&self, sb: &Sandbox) -> String {
+        let mut map = String::from("shard_id master critical\n");
+        for s in &self.schemas {
+            map.push_str(&format!(
+                "{s} {} {}\n",
+                self.service,
+                self.critical.contains(s)
+            ));
+        }
+        let map_path = self.dir.join("shard.map");
+        std::fs::write(&map_path, map).unwrap();
+        format!(
+            r#"
+[service]
+name = "{service}"
+[source]
+kind = "live"
+host = "{host}"
+port = {master_port}
+user = "{user}"
+password = "{password}"
+server_id = {server_id}
+start = "{start}"
+[replica]
+host = "{host}"
+port = {replica_port}
+user = "{user}"
+password = "{password}"
+[queue]
+dir = "{queue}"
+[apply]
+channels = {channels}
+block_commit_txns = {block}
+sync_interval_seqnos = {sync}
+retry_max_attempts = {retries}
+retry_max_backoff_ms = 1000
+[shard_filter]
+map_file = "{map}"
+unknown_shard_policy = "drop"
+[control]
+socket = "{socket}"
+"#,
+            service = self.service,
+            host = sb.host,
+            master_port = sb.port(Server::Master),
+            replica_port = sb.port(TARGET),
+            user = sb.user,
+            password = sb.password,
+            server_id = server_id(),
+            start = self.start,
+            queue = self.dir.join("queue").display(),
+            channels = self.channels,
+            block = self.block,
+            sync = self.sync_interval,
+            retries = self.retry_max_attempts,
+            map = map_path.display(),
+            socket = self.dir.join("control.sock").display(),
+        )
+    }
+
+    /// The parsed configuration.
+    pub fn config(&self, sb: &Sandbox) -> Config {
+        Config::from_toml_str(&self.toml(sb), self.dir.join("shardrep.toml"))
+            .expect("valid test config")
+    }
+
+    /// Writes `shardrep.toml` into `dir` and returns its path.
+    pub fn write_config(&self, sb: &Sandbox) -> PathBuf {
+        let path = self.dir.join("shardrep.toml");
+        std::fs::write(&path, self.toml(sb)).unwrap();
+        path
+    }
+
+    /// Runs the service in this process until the master has nothing more
+    /// and everything is applied (on a thread of its own).
+    pub fn run_until_idle(&self, sb: &Sandbox) -> Result<RunReport, RunError> {
+        self.run_with(sb, Vec::new())
+    }
+
+    /// [`Self::run_until_idle`] skipping `skip` seqnos.
+    pub fn run_with(
+        &self,
+        sb: &Sandbox,
+        skip: Vec<std::ops::RangeInclusive<u64>>,
+    ) -> Result<RunReport, RunError> {
+        let config = self.config(sb);
+        std::thread::spawn(move || {
+            shardrep::replicator::run(
+                &config,
+                Arc::new(AtomicBool::new(false)),
+                &RunOptions {
+                    stop_when_idle: true,
+                    skip_seqnos: skip,
+                },
+            )
+        })
+        .join()
+        .expect("run thread")
+    }
+
+    /// Starts the real `shardrep run` binary on this service (following
+    /// the master; `until_idle` adds `--until-idle`), its stderr appended
+    /// to `dir/shardrep.log`.
+    pub fn spawn(&self, sb: &Sandbox, until_idle: bool) -> ShardrepProcess {
+        let config = self.write_config(sb);
+        let log_path = self.dir.join("shardrep.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardrep"));
+        command.arg("run").arg("--config").arg(&config);
+        if until_idle {
+            command.arg("--until-idle");
+        }
+        let child = command
+            .env("SHARDREP_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start shardrep");
+        ShardrepProcess {
+            child,
+            log: log_path,
+        }
+    }
+
+    /// Each channel's restart seqno on the replica (-1: none yet).
+    pub async fn restart_seqnos(&self, sb: &Sandbox) -> Vec<i64> {
+        let mut conn = sb.connect(TARGET).await;
+        conn.query(format!(
+            "SELECT seqno FROM {}.restart_position ORDER BY channel",
+            quote_ident(&self.catalog())
+        ))
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Drops the catalog on the replica and removes `dir`.
+    pub async fn remove(&self, sb: &Sandbox) {
+        let mut replica = sb.connect(TARGET).await;
+        replica
+            .query_drop(format!(
+                "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+                quote_ident(&self.catalog())
+            ))
+            .await
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running `shardrep` process.
+pub struct ShardrepProcess {
+    /// The child.
+    pub child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl ShardrepProcess {
+    /// SIGKILL, and reap it.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL shardrep");
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (clean stop) and wait; returns whether it exited 0.
+    pub fn terminate(mut self) -> bool {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        self.child.wait().expect("wait for shardrep").success()
+    }
+
+    /// Waits for it to exit by itself; returns whether it exited 0.
+    pub fn wait(mut self) -> bool {
+        self.child.wait().expect("wait for shardrep").success()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The master's binlog position now (`FILE:POS`).
+pub async fn master_position(sb: &Sandbox) -> String {
+    let options = LiveOptions::new(
+        sb.host.clone(),
+        sb.port(Server::Master),
+        sb.user.clone(),
+        Secret::new(sb.password.clone()),
+        server_id(),
+    );
+    master_status(&options)
+        .await
+        .expect("master status")
+        .0
+        .to_string()
+}
+
+/// The case's SQL from `tests/cases/`, with each schema in `renames`
+/// replaced (as a whole word) by the matching unique name.
+pub fn case_sql(case: &str, renames: &[(&str, &str)]) -> String {
+    let path = format!("{}/tests/cases/{case}.sql", env!("CARGO_MANIFEST_DIR"));
+    let mut sql = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    for (from, to) in renames {
+        sql = replace_word(&sql, from, to);
+    }
+    sql
+}
+
+/// `text` with every whole-word occurrence of `from` replaced by `to`.
+pub fn replace_word(text: &str, from: &str, to: &str) -> String {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(from) {
+        let before_ok = !rest[..i].chars().next_back().is_some_and(is_word);
+        let after_ok = !rest[i + from.len()..].chars().next().is_some_and(is_word);
+        out.push_str(&rest[..i]);
+        out.push_str(if before_ok && after_ok { to } else { from });
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A mysql client script split into the statements to send, honouring
+/// `DELIMITER` lines (as the `mariadb` client does) and dropping `--`
+/// comments at line ends outside the procedure bodies' own text.
+pub fn script_statements(script: &str) -> Vec<String> {
+    let mut delimiter = ";".to_string();
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in script.lines() {
+        let trimmed = line.trim();
+        if let Some(d) = trimmed.strip_prefix("DELIMITER ") {
+            delimiter = d.trim().to_string();
+            continue;
+        }
+        let line = match line.find(" -- ") {
+            Some(i) if delimiter == ";" => &line[..i],
+            _ => line,
+        };
+        current.push_str(line);
+        current.push('\n');
+        while let Some(i) = current.find(delimiter.as_str()) {
+            let statement = current[..i].trim().to_string();
+            current = current[i + delimiter.len()..].to_string();
+            if !statement.is_empty() {
+                out.push(statement);
+            }
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+/// Drops `schemas` on the master and both replicas without binlogging,
+/// after replica 1 has caught up.
+pub async fn drop_everywhere(sb: &Sandbox, schemas: &[String]) {
+    super::wait_replica_caught_up(sb, Server::Replica(1), std::time::Duration::from_secs(120))
+        .await;
+    for server in [Server::Master, TARGET, Server::Replica(1)] {
+        let mut conn = sb.connect(server).await;
+        for s in schemas {
+            conn.query_drop(format!(
+                "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+                quote_ident(s)
+            ))
+            .await
+            .unwrap();
+        }
+    }
+}
+
+/// Stops native replication on [`TARGET`] (shardrep applies there).
+pub async fn stop_target_slave(sb: &Sandbox) {
+    sb.connect(TARGET)
+        .await
+        .query_drop("STOP SLAVE")
+        .await
+        .unwrap();
+}
