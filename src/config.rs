@@ -16,7 +16,7 @@
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
 //! | `[replica]`      | `host`, `port`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `connect_timeout_ms` |
 //! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
-//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms` |
+//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
 //! | `[control]`      | `socket` |
 //!
@@ -545,6 +545,11 @@ pub struct ApplyConfig {
     /// `sync_interval_seqnos`: idle channels advance their restart rows
     /// every this many seqnos; at least 1, default 1000.
     pub sync_interval_seqnos: u64,
+    /// `max_in_flight_bytes`: most transaction bytes (as held in memory)
+    /// handed to the channels and not yet committed; the scheduler waits
+    /// above it (one larger transaction is still admitted alone). At least
+    /// 1, default 67108864 (64 MiB).
+    pub max_in_flight_bytes: u64,
     /// `shard_list`: channel assignment file (`conf/shard.list` format).
     /// Absent: every shard by the fixed hash.
     pub shard_list: Option<PathBuf>,
@@ -565,6 +570,7 @@ impl Default for ApplyConfig {
             block_commit_txns: DEFAULT_BLOCK_COMMIT_TXNS,
             block_commit_interval_ms: DEFAULT_BLOCK_COMMIT_INTERVAL_MS,
             sync_interval_seqnos: DEFAULT_SYNC_INTERVAL_SEQNOS,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
             shard_list: None,
             retry_max_attempts: DEFAULT_RETRY_MAX_ATTEMPTS,
             retry_max_backoff_ms: DEFAULT_RETRY_MAX_BACKOFF_MS,
@@ -630,6 +636,7 @@ const DEFAULT_CHANNELS: u16 = 8;
 const DEFAULT_BLOCK_COMMIT_TXNS: u32 = 100;
 const DEFAULT_BLOCK_COMMIT_INTERVAL_MS: u64 = 500;
 const DEFAULT_SYNC_INTERVAL_SEQNOS: u64 = 1000;
+const DEFAULT_MAX_IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
 const DEFAULT_RETRY_MAX_ATTEMPTS: u32 = 10;
 const DEFAULT_RETRY_MAX_BACKOFF_MS: u64 = 5000;
 
@@ -846,6 +853,11 @@ impl Config {
             a.sync_interval_seqnos.into(),
             POSITIVE,
         );
+        p.range(
+            "apply.max_in_flight_bytes",
+            a.max_in_flight_bytes.into(),
+            POSITIVE,
+        );
         if let Some(list) = &a.shard_list {
             p.path("apply.shard_list", list);
         }
@@ -1012,6 +1024,7 @@ struct RawApply {
     block_commit_txns: Option<Int>,
     block_commit_interval_ms: Option<Int>,
     sync_interval_seqnos: Option<Int>,
+    max_in_flight_bytes: Option<Int>,
     shard_list: Option<String>,
     retry_max_attempts: Option<Int>,
     retry_max_backoff_ms: Option<Int>,
@@ -1660,6 +1673,12 @@ impl<'a> Builder<'a> {
                 DEFAULT_SYNC_INTERVAL_SEQNOS,
                 POSITIVE,
             ),
+            max_in_flight_bytes: self.int(
+                "apply.max_in_flight_bytes",
+                raw.max_in_flight_bytes,
+                DEFAULT_MAX_IN_FLIGHT_BYTES,
+                POSITIVE,
+            ),
             shard_list: raw.shard_list.map(PathBuf::from),
             retry_max_attempts: self.int(
                 "apply.retry_max_attempts",
@@ -1808,6 +1827,7 @@ socket = "/tmp/c.sock"
                 block_commit_txns: 100,
                 block_commit_interval_ms: 500,
                 sync_interval_seqnos: 1000,
+                max_in_flight_bytes: 67_108_864,
                 shard_list: None,
                 retry_max_attempts: 10,
                 retry_max_backoff_ms: 5000,
@@ -1933,6 +1953,7 @@ socket = "ctl.sock"
                 block_commit_txns: 1,
                 block_commit_interval_ms: 20,
                 sync_interval_seqnos: 10,
+                max_in_flight_bytes: 67_108_864,
                 shard_list: Some("conf/shard.list".into()),
                 retry_max_attempts: 0,
                 retry_max_backoff_ms: 100,

@@ -63,6 +63,30 @@ pub struct Transaction {
 }
 
 impl Transaction {
+    /// Approximate size of the transaction in memory, bytes: row images,
+    /// statement texts and a fixed overhead per change. Used to bound the
+    /// memory held between the scheduler and the channels.
+    pub fn approx_bytes(&self) -> usize {
+        256 + self
+            .changes
+            .iter()
+            .map(|c| {
+                64 + match c {
+                    Change::Rows(r) => r
+                        .rows
+                        .iter()
+                        .map(|p| {
+                            16 + p.before.as_ref().map_or(0, RowImage::approx_bytes)
+                                + p.after.as_ref().map_or(0, RowImage::approx_bytes)
+                        })
+                        .sum::<usize>(),
+                    Change::Statement(s) => s.sql.len(),
+                    Change::Annotation(a) => a.len(),
+                }
+            })
+            .sum::<usize>()
+    }
+
     /// Total number of row images pairs (rows) in the transaction.
     pub fn row_count(&self) -> usize {
         self.changes
@@ -160,7 +184,24 @@ pub struct RowImage {
     pub values: Vec<Value>,
 }
 
+impl Value {
+    /// Approximate heap plus inline size of the value in memory, bytes.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Decimal(d) => d.len(),
+                Value::Bytes(b) => b.len(),
+                _ => 0,
+            }
+    }
+}
+
 impl RowImage {
+    /// Approximate size of the image in memory, bytes.
+    pub fn approx_bytes(&self) -> usize {
+        self.columns.len() * 2 + self.values.iter().map(Value::approx_bytes).sum::<usize>()
+    }
+
     /// The value of column `index`, or `None` when the column is not in the
     /// image.
     pub fn get(&self, index: u16) -> Option<&Value> {

@@ -156,6 +156,17 @@ where
             ))
         }
     };
+    // Memory bound: wait for the channels to commit when too many bytes
+    // are in flight.
+    let acquire = |bytes: u64| -> Result<(), SchedulerError> {
+        if progress.acquire_memory(bytes) {
+            Ok(())
+        } else {
+            Err(SchedulerError::Apply(
+                progress.error().expect("acquire_memory failed on an error"),
+            ))
+        }
+    };
     loop {
         if let Some(e) = progress.error() {
             return Err(SchedulerError::Apply(e));
@@ -214,6 +225,7 @@ where
                 counters.dropped.fetch_add(1, Ordering::Relaxed);
             }
             Route::Apply { channel, critical } => {
+                let bytes = txn.approx_bytes() as u64;
                 let txn = Arc::new(txn);
                 if critical {
                     let channel = match critical_channel {
@@ -225,12 +237,14 @@ where
                             channel
                         }
                     };
+                    acquire(bytes)?;
                     send(
                         channel,
                         Work::Apply {
                             txn,
                             epoch,
                             alone: true,
+                            bytes,
                         },
                     )?;
                     last_sent[channel] = Some(seqno);
@@ -238,12 +252,14 @@ where
                     if critical_channel.take().is_some() {
                         barrier(&last_sent)?;
                     }
+                    acquire(bytes)?;
                     send(
                         channel,
                         Work::Apply {
                             txn,
                             epoch,
                             alone: false,
+                            bytes,
                         },
                     )?;
                     last_sent[channel] = Some(seqno);

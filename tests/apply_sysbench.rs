@@ -87,7 +87,12 @@ async fn sysbench_over_8_schemas_catches_up_identical_with_and_without_block_com
             .await
             .unwrap();
     }
-    wait_all(schemas.iter().map(|s| sysbench(sb, s, &["prepare"])).collect());
+    wait_all(
+        schemas
+            .iter()
+            .map(|s| sysbench(sb, s, &["prepare"]))
+            .collect(),
+    );
     wait_all(
         schemas
             .iter()

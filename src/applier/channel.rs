@@ -50,6 +50,9 @@ pub enum Work {
         epoch: u64,
         /// Commit it alone (critical shard or barrier).
         alone: bool,
+        /// Its share of the in-flight memory budget
+        /// ([`Progress::acquire_memory`]), released once committed.
+        bytes: u64,
     },
     /// Periodic sync: when the channel has nothing newer, advance its
     /// restart row to this position.
@@ -136,6 +139,11 @@ pub struct Progress {
     ddl_epoch: AtomicU64,
     /// Transient errors retried, over all channels.
     retries: AtomicU64,
+    /// Bytes of transactions handed to channels and not yet committed,
+    /// and the most allowed.
+    in_flight: Mutex<u64>,
+    in_flight_max: u64,
+    in_flight_changed: Condvar,
     error: Mutex<Option<ApplyError>>,
     lock: Mutex<()>,
     changed: Condvar,
@@ -152,6 +160,9 @@ impl Progress {
                 .collect(),
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            in_flight: Mutex::new(0),
+            in_flight_max: u64::MAX,
+            in_flight_changed: Condvar::new(),
             error: Mutex::new(None),
             lock: Mutex::new(()),
             changed: Condvar::new(),
@@ -172,6 +183,48 @@ impl Progress {
             .map(|c| self.committed(c))
             .min()
             .flatten()
+    }
+
+    /// The same progress with a memory budget: at most `bytes` of
+    /// transactions in flight between the scheduler and the channels.
+    pub fn with_memory_budget(mut self, bytes: u64) -> Progress {
+        self.in_flight_max = bytes.max(1);
+        self
+    }
+
+    /// Takes `bytes` of the memory budget, waiting while it is exhausted;
+    /// a transaction larger than the whole budget is admitted when nothing
+    /// else is in flight. Returns false (without taking) when a channel
+    /// failed meanwhile.
+    pub fn acquire_memory(&self, bytes: u64) -> bool {
+        let mut used = self.in_flight.lock().expect("in-flight lock");
+        loop {
+            if *used == 0 || used.saturating_add(bytes) <= self.in_flight_max {
+                *used += bytes;
+                return true;
+            }
+            if self.error().is_some() {
+                return false;
+            }
+            used = self
+                .in_flight_changed
+                .wait_timeout(used, Duration::from_millis(100))
+                .expect("in-flight lock")
+                .0;
+        }
+    }
+
+    /// Gives `bytes` of the memory budget back.
+    pub fn release_memory(&self, bytes: u64) {
+        let mut used = self.in_flight.lock().expect("in-flight lock");
+        *used = used.saturating_sub(bytes);
+        drop(used);
+        self.in_flight_changed.notify_all();
+    }
+
+    /// Bytes of transactions in flight now.
+    pub fn memory_in_flight(&self) -> u64 {
+        *self.in_flight.lock().expect("in-flight lock")
     }
 
     /// Transient errors retried so far (blocks rolled back and run again).
@@ -339,13 +392,25 @@ async fn run(
                     progress.set_committed(index, s);
                 }
             }
-            Work::Apply { txn, epoch, alone } => {
+            Work::Apply {
+                txn,
+                epoch,
+                alone,
+                bytes,
+            } => {
                 let mut block = vec![(txn, epoch)];
+                let mut block_bytes = bytes;
                 if !alone && !is_ddl(&block[0].0) {
                     while block.len() < channel.settings.block_commit_txns.max(1) {
                         match input.try_recv() {
-                            Ok(Work::Apply { txn, epoch, alone }) if !alone && !is_ddl(&txn) => {
+                            Ok(Work::Apply {
+                                txn,
+                                epoch,
+                                alone,
+                                bytes,
+                            }) if !alone && !is_ddl(&txn) => {
                                 block.push((txn, epoch));
+                                block_bytes += bytes;
                             }
                             Ok(other) => {
                                 pending = Some(other);
@@ -356,6 +421,8 @@ async fn run(
                     }
                 }
                 channel.apply_block(&block).await?;
+                drop(block);
+                progress.release_memory(block_bytes);
                 if let Some(s) = channel.committed {
                     progress.set_committed(index, s);
                 }
@@ -1104,6 +1171,29 @@ fn session_setup(context: &SessionContext) -> Vec<(String, Vec<Param>)> {
 
 #[cfg(test)]
 mod tests {
+    use super::Progress;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn memory_budget_waits_for_releases_and_admits_one_oversized() {
+        let progress = Arc::new(Progress::new(&[None]).with_memory_budget(100));
+        assert!(progress.acquire_memory(60));
+        let waiter = {
+            let progress = progress.clone();
+            std::thread::spawn(move || progress.acquire_memory(60))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "120 bytes exceed the budget of 100");
+        progress.release_memory(60);
+        assert!(waiter.join().unwrap());
+        assert_eq!(progress.memory_in_flight(), 60);
+        progress.release_memory(60);
+        // Larger than the whole budget: admitted alone.
+        assert!(progress.acquire_memory(1_000));
+        assert_eq!(progress.memory_in_flight(), 1_000);
+    }
+
     #[test]
     fn database_ddl_is_recognised() {
         for sql in [

@@ -177,9 +177,10 @@ pub fn run(
     };
 
     // Channels.
-    let progress = Arc::new(Progress::new(
-        &rows.iter().map(|r| r.seqno).collect::<Vec<_>>(),
-    ));
+    let progress = Arc::new(
+        Progress::new(&rows.iter().map(|r| r.seqno).collect::<Vec<_>>())
+            .with_memory_budget(config.apply.max_in_flight_bytes),
+    );
     let capacity = (config.apply.block_commit_txns as usize).clamp(16, 1024) * 2;
     let mut senders = Vec::new();
     let mut handles = Vec::new();
