@@ -31,6 +31,7 @@
 
 pub mod applier;
 pub mod config;
+pub mod control;
 pub mod event;
 pub mod extractor;
 pub mod inspect;

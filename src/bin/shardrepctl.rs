@@ -1,19 +1,480 @@
 //! `shardrepctl`: controls a running shardrep service over its Unix socket.
-use clap::Parser;
+//!
+//! Exit codes: 0 done; 1 the service refused or failed the request, or a
+//! `wait` timed out; 2 usage errors, bad input and connection errors (no
+//! service listening). Errors go to stderr, prefixed `shardrepctl: `.
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-/// shardrepctl: control a running shardrep service (status, online, offline,
-/// shard edits, wait) over its control socket.
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use shardrep::control::{Client, ClientError, Request, ShardRow, StatusName, WaitFor};
+use shardrep::replicator::state::{SkipSeqnos, State};
+use shardrep::shard::map::{parse_entries, ShardEntry, ShardMap};
+
+/// shardrepctl: control a running shardrep service (status, online,
+/// offline, wait, shard map edits, queue inspection, handback) over its
+/// control socket, like Tungsten's trepctl.
 ///
-/// The subcommands arrive with the control socket; today only `--help` and
-/// `--version` are available.
+/// The socket is found with --socket PATH or with --config FILE (its
+/// `[control] socket`; nothing else of the file is read). Exit codes: 0
+/// done; 1 the request was refused or failed, or `wait` timed out; 2 usage
+/// or input errors, or no service listening.
 #[derive(Parser, Debug)]
-#[command(name = "shardrepctl", version, about, long_about = None)]
-struct Cli {}
+#[command(name = "shardrepctl", version, about, long_about)]
+struct Cli {
+    /// The service's configuration file (conf/shardrep.toml); only its
+    /// `[control] socket` is read.
+    #[arg(long, short = 'c', global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The control socket path (instead of --config).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "config")]
+    socket: Option<PathBuf>,
+    /// Print the service's answer as JSON (one line) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
-    eprintln!(
-        "shardrepctl: no subcommands yet; the control socket is not implemented in this version"
-    );
-    std::process::exit(2);
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the service's status: one `name : value` line per field
+    /// (trepctl names: state, appliedLastSeqno, appliedLatency, ...), or a
+    /// detail view with --name.
+    Status {
+        /// Detail view: channels (one block per channel), shards (one
+        /// block per shard) or queue.
+        #[arg(long, value_enum)]
+        name: Option<StatusNameArg>,
+    },
+    /// List the services of the process (name, role, state).
+    Services,
+    /// Go online (from OFFLINE:NORMAL, or retry from OFFLINE:ERROR).
+    /// Returns once going online; use `wait --state ONLINE` to wait.
+    Online {
+        /// Skip these seqnos instead of applying them: N[,M-K...], e.g.
+        /// 812 or 812,815-820. Each skip is logged by the service.
+        #[arg(long, value_name = "LIST")]
+        skip_seqno: Option<SkipSeqnos>,
+        /// Go offline cleanly once every channel has applied this seqno.
+        #[arg(long, value_name = "N")]
+        until_seqno: Option<u64>,
+    },
+    /// Go offline: cleanly (every channel stops at the same seqno, the
+    /// condition of a handback) unless --immediate. Waits for
+    /// OFFLINE:NORMAL, except with --at-seqno (deferred) and no --handback.
+    Offline {
+        /// Stop each channel after its current block (faster; restart
+        /// rows may differ, so no handback afterwards).
+        #[arg(long, conflicts_with = "at_seqno")]
+        immediate: bool,
+        /// Go offline cleanly once every channel has applied this seqno;
+        /// returns at once unless --handback.
+        #[arg(long, value_name = "N")]
+        at_seqno: Option<u64>,
+        /// Once offline, hand the replica back to native replication (as
+        /// the `handback` command).
+        #[arg(long)]
+        handback: bool,
+        /// With --handback: run START SLAVE afterwards.
+        #[arg(long, requires = "handback")]
+        start_slave: bool,
+        /// Seconds to wait for OFFLINE:NORMAL (exit 1 after that).
+        #[arg(long, value_name = "T", default_value_t = 300)]
+        timeout_secs: u64,
+    },
+    /// Wait until the service is in a state or has applied a seqno; exit
+    /// 1 on time-out, or at once if the service goes OFFLINE:ERROR.
+    Wait {
+        /// The state to wait for (OFFLINE:NORMAL, GOING-ONLINE:SYNCHRONIZING,
+        /// ONLINE, GOING-OFFLINE, OFFLINE:ERROR).
+        #[arg(
+            long,
+            value_name = "S",
+            required_unless_present = "applied",
+            conflicts_with = "applied"
+        )]
+        state: Option<State>,
+        /// Wait until appliedLastSeqno (committed by every channel) is at
+        /// least N.
+        #[arg(long, value_name = "N")]
+        applied: Option<u64>,
+        /// Seconds to wait at most.
+        #[arg(long, value_name = "T", default_value_t = 300)]
+        timeout_secs: u64,
+    },
+    /// Show or edit the shard map.
+    Shard {
+        #[command(subcommand)]
+        command: ShardCommand,
+    },
+    /// Inspect the service's transaction queue, like Tungsten's `thl`.
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
+    },
+    /// Hand the replica back to native replication at the position after
+    /// the last applied transaction (CHANGE MASTER TO ...). Refused unless
+    /// the service is OFFLINE:NORMAL after a clean offline.
+    Handback {
+        /// Run START SLAVE afterwards.
+        #[arg(long)]
+        start_slave: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ShardCommand {
+    /// Print the shard map in shard.map format (header `shard_id master
+    /// critical`, one row per shard), ready for `shard insert`.
+    List,
+    /// Add shards: reads shard.map-format rows (with their header line)
+    /// from stdin; all rows or none.
+    Insert,
+    /// Replace existing shards: reads shard.map-format rows (with their
+    /// header line) from stdin; all rows or none.
+    Update,
+    /// Remove shards named as arguments, or one id per line on stdin when
+    /// none is given; all or none.
+    Delete {
+        /// Shard ids.
+        ids: Vec<String>,
+    },
+    /// Remove every shard.
+    DeleteAll,
+}
+
+#[derive(Subcommand, Debug)]
+enum LogCommand {
+    /// Print stored transactions (default: all stored), as `shardrep log
+    /// list` does.
+    List {
+        /// Only this seqno.
+        #[arg(long, value_name = "N", conflicts_with_all = ["low", "high"])]
+        seqno: Option<u64>,
+        /// From this seqno (default: the lowest stored).
+        #[arg(long, value_name = "A")]
+        low: Option<u64>,
+        /// Up to this seqno, inclusive (default: the highest stored).
+        #[arg(long, value_name = "B")]
+        high: Option<u64>,
+    },
+    /// Print the queue's summary (lowest and highest stored seqno, count,
+    /// size, extractor progress).
+    Info,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum StatusNameArg {
+    Channels,
+    Shards,
+    Queue,
+}
+
+impl From<StatusNameArg> for StatusName {
+    fn from(n: StatusNameArg) -> Self {
+        match n {
+            StatusNameArg::Channels => StatusName::Channels,
+            StatusNameArg::Shards => StatusName::Shards,
+            StatusNameArg::Queue => StatusName::Queue,
+        }
+    }
+}
+
+/// Why a command ended without success.
+enum Failure {
+    /// The service refused or failed the request (exit 1).
+    Request(String),
+    /// Usage, input or connection problem (exit 2).
+    Usage(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Remote(e) => Failure::Request(e.message),
+            other => Failure::Usage(other.to_string()),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = Output::new(cli.json);
+    // What was answered before a failure (e.g. offline done, handback
+    // refused) is printed too.
+    let result = run(cli, &mut out).and(out.finish());
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Request(message)) => {
+            eprintln!("shardrepctl: {message}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("shardrepctl: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
+    let client = match (&cli.socket, &cli.config) {
+        (Some(socket), _) => Client::new(socket),
+        (None, Some(config)) => Client::from_config(config)?,
+        (None, None) => {
+            return Err(Failure::Usage(
+                "no service given: use --config FILE or --socket PATH".into(),
+            ))
+        }
+    };
+    let json = cli.json;
+    match cli.command {
+        Command::Status { name } => {
+            let v = client.request(&Request::Status {
+                name: name.map(StatusName::from),
+            })?;
+            out.value(&v);
+        }
+        Command::Services => out.value(&client.request(&Request::Services)?),
+        Command::Online {
+            skip_seqno,
+            until_seqno,
+        } => out.value(&client.request(&Request::Online {
+            skip_seqnos: skip_seqno,
+            until_seqno,
+        })?),
+        Command::Offline {
+            immediate,
+            at_seqno,
+            handback,
+            start_slave,
+            timeout_secs,
+        } => {
+            let v = client.request(&Request::Offline {
+                immediate,
+                at_seqno,
+            })?;
+            if at_seqno.is_some() && !handback {
+                out.value(&v);
+            } else {
+                let w = client.request(&Request::Wait {
+                    until: WaitFor::State(State::OfflineNormal),
+                    timeout_secs,
+                })?;
+                out.value(&w);
+                if handback {
+                    out.value(&client.request(&Request::Handback { start_slave })?);
+                }
+            }
+        }
+        Command::Wait {
+            state,
+            applied,
+            timeout_secs,
+        } => {
+            let until = match (state, applied) {
+                (Some(s), _) => WaitFor::State(s),
+                (None, Some(n)) => WaitFor::Applied(n),
+                (None, None) => unreachable!("clap requires --state or --applied"),
+            };
+            out.value(&client.request(&Request::Wait {
+                until,
+                timeout_secs,
+            })?);
+        }
+        Command::Shard { command } => shard(&client, command, out)?,
+        Command::Log { command } => match command {
+            LogCommand::List { seqno, low, high } => {
+                let (low, high) = match seqno {
+                    Some(n) => (Some(n), Some(n)),
+                    None => (low, high),
+                };
+                if let (Some(l), Some(h)) = (low, high) {
+                    if l > h {
+                        return Err(Failure::Usage(format!("--low {l} is above --high {h}")));
+                    }
+                }
+                let v = client.request(&Request::LogList { low, high })?;
+                let entries = v.as_array().ok_or_else(|| bad_answer("a list"))?;
+                for entry in entries {
+                    if json {
+                        out.line(&entry["transaction"].to_string());
+                    } else {
+                        let text = entry["text"].as_str().ok_or_else(|| bad_answer("text"))?;
+                        out.line(text);
+                    }
+                }
+            }
+            LogCommand::Info => out.value(&client.request(&Request::LogInfo)?),
+        },
+        Command::Handback { start_slave } => {
+            out.value(&client.request(&Request::Handback { start_slave })?)
+        }
+    }
+    Ok(())
+}
+
+fn bad_answer(what: &str) -> Failure {
+    Failure::Usage(format!(
+        "unexpected answer from the service: expected {what}"
+    ))
+}
+
+fn read_stdin() -> Result<String, Failure> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| Failure::Usage(format!("cannot read stdin: {e}")))?;
+    Ok(text)
+}
+
+/// Shard map rows from stdin, checked with the shard.map parser.
+fn rows_from_stdin() -> Result<Vec<ShardRow>, Failure> {
+    let text = read_stdin()?;
+    let rows = parse_entries(&text, "stdin").map_err(|e| Failure::Usage(e.to_string()))?;
+    if rows.is_empty() {
+        return Err(Failure::Usage(
+            "stdin holds no shard rows (expected a `shard_id master critical` header and rows)"
+                .into(),
+        ));
+    }
+    Ok(rows.iter().map(|r| ShardRow::from(&r.entry)).collect())
+}
+
+fn shard(client: &Client, command: ShardCommand, out: &mut Output) -> Result<(), Failure> {
+    match command {
+        ShardCommand::List => {
+            let v = client.request(&Request::ShardList)?;
+            if out.json {
+                out.value(&v);
+                return Ok(());
+            }
+            let rows: Vec<ShardRow> =
+                serde_json::from_value(v).map_err(|_| bad_answer("shard rows"))?;
+            let mut map = ShardMap::new();
+            for row in &rows {
+                let entry = ShardEntry::try_from(row).map_err(|e| Failure::Usage(e.message))?;
+                map.insert(entry)
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
+            }
+            out.text(&map.to_text());
+        }
+        ShardCommand::Insert => {
+            let rows = rows_from_stdin()?;
+            out.value(&client.request(&Request::ShardInsert { rows })?);
+        }
+        ShardCommand::Update => {
+            let rows = rows_from_stdin()?;
+            out.value(&client.request(&Request::ShardUpdate { rows })?);
+        }
+        ShardCommand::Delete { ids } => {
+            let ids = if ids.is_empty() {
+                read_stdin()?
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            } else {
+                ids
+            };
+            if ids.is_empty() {
+                return Err(Failure::Usage(
+                    "no shard ids given (as arguments or one per line on stdin)".into(),
+                ));
+            }
+            out.value(&client.request(&Request::ShardDelete { ids })?);
+        }
+        ShardCommand::DeleteAll => out.value(&client.request(&Request::ShardDeleteAll)?),
+    }
+    Ok(())
+}
+
+/// Buffered stdout; text or JSON rendering of answers.
+struct Output {
+    json: bool,
+    buf: String,
+}
+
+impl Output {
+    fn new(json: bool) -> Self {
+        Output {
+            json,
+            buf: String::new(),
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.buf.push_str(text);
+        self.buf.push('\n');
+    }
+
+    fn text(&mut self, text: &str) {
+        self.buf.push_str(text);
+    }
+
+    /// JSON: the value on one line. Text: an object as aligned
+    /// `name : value` lines (names sorted, as trepctl); a list of objects
+    /// as such blocks separated by a blank line; a list of scalars one per
+    /// line; a scalar as itself; null prints nothing.
+    fn value(&mut self, v: &Value) {
+        if self.json {
+            self.line(&v.to_string());
+            return;
+        }
+        match v {
+            Value::Null => {}
+            Value::Object(map) => self.fields(map),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::Object(map) => {
+                            if i > 0 {
+                                self.line("");
+                            }
+                            self.fields(map);
+                        }
+                        other => self.line(&scalar(other)),
+                    }
+                }
+            }
+            other => self.line(&scalar(other)),
+        }
+    }
+
+    fn fields(&mut self, map: &serde_json::Map<String, Value>) {
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        let width = keys.iter().map(|k| k.chars().count()).max().unwrap_or(0);
+        for key in keys {
+            self.line(&format!("{key:<width$} : {}", scalar(&map[key])));
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), Failure> {
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(std::mem::take(&mut self.buf).as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => Ok(()),
+            // A closed pipe (`| head`) is not an error of the request.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
+        }
+    }
+}
+
+/// A value on one line: `NONE` for null, strings unquoted, fractional
+/// numbers with 3 decimals, lists and objects as compact JSON.
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "NONE".to_string(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => format!("{:.3}", n.as_f64().unwrap_or(f64::NAN)),
+        other => other.to_string(),
+    }
 }

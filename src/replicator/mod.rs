@@ -15,6 +15,8 @@
 //! resumes after the queue's last stored transaction, or, with an empty
 //! queue, at the configured `source.start`.
 
+pub mod state;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

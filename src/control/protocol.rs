@@ -1,0 +1,903 @@
+//! The control protocol: JSON lines over the control socket.
+//!
+//! The client writes one [`Request`] as one JSON object on one line; the
+//! server answers each line with one [`Response`] on one line, in order. A
+//! connection may carry any number of requests; `shardrepctl` sends one.
+//! Blank lines are ignored; a line that is not a request gets an
+//! [`ErrorKind::BadRequest`] response and the connection stays usable.
+//!
+//! ```text
+//! > {"request":"status"}
+//! < {"ok":{"appliedLastSeqno":41,"state":"ONLINE",...}}
+//! > {"request":"online","skipSeqnos":"42,50-52"}
+//! < {"ok":{"state":"GOING-ONLINE:SYNCHRONIZING"}}
+//! > {"request":"wait","until":{"applied":100},"timeoutSecs":5}
+//! < {"error":{"kind":"timeout","message":"timed out after 5 s waiting for ..."}}
+//! ```
+//!
+//! Request names and fields are camelCase; result fields keep trepctl's
+//! names where trepctl has them (`appliedLastSeqno`, `pendingError`, ...).
+//! Seqnos are JSON numbers, durations are seconds (float where fractional).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::Transaction;
+use crate::replicator::state::{PendingError, SkipSeqnos, State};
+use crate::shard::map::{Master, ShardEntry};
+
+/// Longest request line the server reads, in bytes (16 MiB: room for a
+/// shard map of a few hundred thousand rows). A longer line gets an
+/// [`ErrorKind::BadRequest`] response and the connection is closed.
+pub const MAX_REQUEST_LINE_BYTES: usize = 16 << 20;
+
+/// Longest `wait` the server accepts, in seconds (7 days).
+pub const MAX_WAIT_SECS: u64 = 7 * 86_400;
+
+/// `wait`'s time-out when the request gives none, in seconds.
+pub const DEFAULT_WAIT_SECS: u64 = 300;
+
+/// One request: `{"request":"<name>", <fields>}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "request",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum Request {
+    /// `status`: the service's [`Status`]; with `name`, the per-channel
+    /// ([`ChannelStatus`] list), per-shard ([`ShardStatus`] list) or queue
+    /// (object) view instead.
+    Status {
+        /// Which detail view, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<StatusName>,
+    },
+    /// `services`: the services of this process ([`ServiceInfo`] list).
+    Services,
+    /// `online`: go online (from `OFFLINE:ERROR`: retry).
+    Online {
+        /// Seqnos to skip instead of applying (`--skip-seqno`), each one
+        /// logged by the service.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skip_seqnos: Option<SkipSeqnos>,
+        /// Go offline cleanly once every channel has applied this seqno.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_seqno: Option<u64>,
+    },
+    /// `offline`: go offline. The response comes once the request is
+    /// accepted (usually in `GOING-OFFLINE`); wait for `OFFLINE:NORMAL`
+    /// with [`Request::Wait`].
+    Offline {
+        /// Stop each channel after its current block instead of draining
+        /// to a common seqno (restart rows may differ: no handback).
+        #[serde(default)]
+        immediate: bool,
+        /// Go offline cleanly once every channel has applied this seqno
+        /// (deferred); not with `immediate`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_seqno: Option<u64>,
+    },
+    /// `wait`: answer once the condition holds ([`WaitResult`]), or an
+    /// [`ErrorKind::Timeout`] error after `timeout_secs`, or an
+    /// [`ErrorKind::Failed`] error as soon as the service is
+    /// `OFFLINE:ERROR` (unless waiting for that state).
+    Wait {
+        /// The condition.
+        until: WaitFor,
+        /// Seconds to wait at most, 0 to [`MAX_WAIT_SECS`]
+        /// (default [`DEFAULT_WAIT_SECS`]).
+        #[serde(default = "default_wait_secs")]
+        timeout_secs: u64,
+    },
+    /// `shard list`: the shard map ([`ShardRow`] list, shard id order).
+    ShardList,
+    /// `shard insert`: add shards, all or none (`{"inserted": n}`).
+    ShardInsert {
+        /// The new shards.
+        rows: Vec<ShardRow>,
+    },
+    /// `shard update`: replace existing shards, all or none
+    /// (`{"updated": n}`).
+    ShardUpdate {
+        /// The shards' new entries.
+        rows: Vec<ShardRow>,
+    },
+    /// `shard delete`: remove shards, all or none (`{"deleted": n}`).
+    ShardDelete {
+        /// The shard ids.
+        ids: Vec<String>,
+    },
+    /// `shard delete-all`: empty the shard map (`{"deleted": n}`).
+    ShardDeleteAll,
+    /// `log list`: stored transactions of an inclusive seqno range
+    /// ([`LogEntry`] list). `--seqno N` is `low = high = N`.
+    LogList {
+        /// First seqno (default: the lowest stored).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        low: Option<u64>,
+        /// Last seqno, inclusive (default: the highest stored).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        high: Option<u64>,
+    },
+    /// `log info`: the queue's summary (object, as `shardrep log info
+    /// --json` prints it).
+    LogInfo,
+    /// `handback`: point the replica's native replication at the position
+    /// after the last applied transaction (refused unless the last offline
+    /// was clean).
+    Handback {
+        /// Run `START SLAVE` afterwards.
+        #[serde(default)]
+        start_slave: bool,
+    },
+}
+
+fn default_wait_secs() -> u64 {
+    DEFAULT_WAIT_SECS
+}
+
+impl Request {
+    /// The request's name as on the wire (`status`, `shardInsert`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Status { .. } => "status",
+            Request::Services => "services",
+            Request::Online { .. } => "online",
+            Request::Offline { .. } => "offline",
+            Request::Wait { .. } => "wait",
+            Request::ShardList => "shardList",
+            Request::ShardInsert { .. } => "shardInsert",
+            Request::ShardUpdate { .. } => "shardUpdate",
+            Request::ShardDelete { .. } => "shardDelete",
+            Request::ShardDeleteAll => "shardDeleteAll",
+            Request::LogList { .. } => "logList",
+            Request::LogInfo => "logInfo",
+            Request::Handback { .. } => "handback",
+        }
+    }
+
+    /// Checks what serde cannot: `offline` not both immediate and at a
+    /// seqno, `wait` at most [`MAX_WAIT_SECS`], `logList` with
+    /// `low <= high`.
+    ///
+    /// # Errors
+    /// An [`ErrorKind::BadRequest`] error naming the fields.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        match self {
+            Request::Offline {
+                immediate: true,
+                at_seqno: Some(_),
+            } => Err(ControlError::bad_request(
+                "offline: immediate and atSeqno exclude each other",
+            )),
+            Request::Wait { timeout_secs, .. } if *timeout_secs > MAX_WAIT_SECS => {
+                Err(ControlError::bad_request(format!(
+                    "wait: timeoutSecs {timeout_secs} is above the limit of {MAX_WAIT_SECS} s"
+                )))
+            }
+            Request::LogList {
+                low: Some(low),
+                high: Some(high),
+            } if low > high => Err(ControlError::bad_request(format!(
+                "logList: low {low} is above high {high}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The arguments of `online`, as [`ControlHandler::online`](super::ControlHandler::online)
+/// receives them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OnlineRequest {
+    /// Seqnos to skip instead of applying; the service logs each skip.
+    pub skip_seqnos: Option<SkipSeqnos>,
+    /// Go offline cleanly once every channel has applied this seqno.
+    pub until_seqno: Option<u64>,
+}
+
+/// The arguments of `offline`, as
+/// [`ControlHandler::offline`](super::ControlHandler::offline) receives
+/// them (never both `immediate` and `at_seqno`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OfflineRequest {
+    /// Stop each channel after its current block.
+    pub immediate: bool,
+    /// Go offline cleanly once every channel has applied this seqno.
+    pub at_seqno: Option<u64>,
+}
+
+/// The detail views of `status --name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatusName {
+    /// One [`ChannelStatus`] per channel.
+    Channels,
+    /// One [`ShardStatus`] per shard seen.
+    Shards,
+    /// The queue (object, as `log info`).
+    Queue,
+}
+
+impl StatusName {
+    /// `channels`, `shards` or `queue`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusName::Channels => "channels",
+            StatusName::Shards => "shards",
+            StatusName::Queue => "queue",
+        }
+    }
+}
+
+impl fmt::Display for StatusName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StatusName {
+    type Err = String;
+
+    /// `channels`, `shards` or `queue`.
+    ///
+    /// # Errors
+    /// A message listing the names.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "channels" => Ok(StatusName::Channels),
+            "shards" => Ok(StatusName::Shards),
+            "queue" => Ok(StatusName::Queue),
+            _ => Err(format!(
+                "unknown status name {text:?}: expected channels, shards or queue"
+            )),
+        }
+    }
+}
+
+/// What `wait` waits for: `{"state":"ONLINE"}` or `{"applied":N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum WaitFor {
+    /// The service is in this state.
+    State(State),
+    /// `appliedLastSeqno` is at least this seqno.
+    Applied(u64),
+}
+
+impl WaitFor {
+    /// Whether `status` satisfies the condition.
+    pub fn is_met(&self, status: &Status) -> bool {
+        match *self {
+            WaitFor::State(s) => status.state == s,
+            WaitFor::Applied(n) => status.applied_last_seqno.is_some_and(|a| a >= n),
+        }
+    }
+}
+
+impl fmt::Display for WaitFor {
+    /// `state ONLINE` or `appliedLastSeqno >= N`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitFor::State(s) => write!(f, "state {s}"),
+            WaitFor::Applied(n) => write!(f, "appliedLastSeqno >= {n}"),
+        }
+    }
+}
+
+/// A response: `{"ok": <value>}` or `{"error": {"kind": .., "message": ..}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Response {
+    /// The request succeeded; the value's shape is the request's (see
+    /// [`Request`]).
+    Ok(Value),
+    /// The request failed; nothing was changed unless the message says so.
+    Error(ControlError),
+}
+
+impl From<Result<Value, ControlError>> for Response {
+    fn from(result: Result<Value, ControlError>) -> Self {
+        match result {
+            Ok(v) => Response::Ok(v),
+            Err(e) => Response::Error(e),
+        }
+    }
+}
+
+impl Response {
+    /// The result as a `Result`.
+    ///
+    /// # Errors
+    /// The [`ControlError`] of an error response.
+    pub fn into_result(self) -> Result<Value, ControlError> {
+        match self {
+            Response::Ok(v) => Ok(v),
+            Response::Error(e) => Err(e),
+        }
+    }
+}
+
+/// Why a request failed: a kind for programs and a one-line message for
+/// people. Messages never contain passwords.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+#[serde(deny_unknown_fields)]
+pub struct ControlError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What failed, one line.
+    pub message: String,
+}
+
+/// The kinds of [`ControlError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    /// The line is not a valid request (malformed JSON, unknown request or
+    /// field, bad value).
+    BadRequest,
+    /// Not allowed in the current state (an
+    /// [`IllegalTransition`](crate::replicator::state::IllegalTransition),
+    /// a handback after an unclean offline, ...).
+    IllegalState,
+    /// A named thing does not exist (shard, seqno).
+    NotFound,
+    /// The request's data was refused (bad shard rows, duplicates).
+    Invalid,
+    /// `wait` timed out.
+    Timeout,
+    /// The operation was tried and failed (database error, I/O), or
+    /// `wait` met `OFFLINE:ERROR`.
+    Failed,
+    /// The service does not implement this request.
+    Unsupported,
+    /// The service is stopping.
+    ShuttingDown,
+    /// Too many connections at once.
+    Busy,
+    /// The handler failed unexpectedly (a bug; see the service's log).
+    Internal,
+    /// A kind this client does not know (from a newer server).
+    #[serde(other)]
+    Other,
+}
+
+impl ControlError {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ControlError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// [`ErrorKind::BadRequest`].
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ControlError::new(ErrorKind::BadRequest, message)
+    }
+
+    /// [`ErrorKind::IllegalState`].
+    pub fn illegal_state(message: impl Into<String>) -> Self {
+        ControlError::new(ErrorKind::IllegalState, message)
+    }
+
+    /// [`ErrorKind::Failed`].
+    pub fn failed(message: impl Into<String>) -> Self {
+        ControlError::new(ErrorKind::Failed, message)
+    }
+
+    /// [`ErrorKind::Unsupported`], naming the request.
+    pub fn unsupported(request: &str) -> Self {
+        ControlError::new(
+            ErrorKind::Unsupported,
+            format!("{request} is not supported by this service"),
+        )
+    }
+}
+
+impl From<crate::replicator::state::IllegalTransition> for ControlError {
+    fn from(e: crate::replicator::state::IllegalTransition) -> Self {
+        ControlError::illegal_state(e.to_string())
+    }
+}
+
+/// The service's status (`status`), with trepctl's field names. The
+/// replicator fills it; the server serializes it as one JSON object with
+/// every key present (`null` when unknown).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// `serviceName`: `service.name` of the configuration.
+    pub service_name: String,
+    /// `role`: `applier` or `extractor`.
+    pub role: String,
+    /// `state`.
+    pub state: State,
+    /// `appliedLastSeqno`: the highest seqno every channel has committed
+    /// (the minimum of the restart rows); `null` before the first.
+    pub applied_last_seqno: Option<u64>,
+    /// `appliedLastEventId`: the binlog position (`file:pos`) after that
+    /// transaction.
+    pub applied_last_event_id: Option<String>,
+    /// `appliedLatency`: seconds from the master's commit to the replica's
+    /// commit of the last applied transaction.
+    pub applied_latency: Option<f64>,
+    /// `relativeLatency`: seconds from the master's commit of the last
+    /// applied transaction to now (grows while nothing is applied).
+    pub relative_latency: Option<f64>,
+    /// `channels`: the number of apply channels.
+    pub channels: u16,
+    /// `serializationCount`: barriers taken (critical transactions run
+    /// alone) since the service started.
+    pub serialization_count: u64,
+    /// `droppedCount`: transactions dropped by the shard filter since the
+    /// service started.
+    pub dropped_count: u64,
+    /// `skippedCount`: transactions skipped by `online --skip-seqno` since
+    /// the service started.
+    pub skipped_count: u64,
+    /// `minimumStoredSeqNo`: the lowest seqno in the queue.
+    pub minimum_stored_seq_no: Option<u64>,
+    /// `maximumStoredSeqNo`: the highest seqno in the queue (the last
+    /// extracted).
+    pub maximum_stored_seq_no: Option<u64>,
+    /// `pendingError`, `pendingErrorCode`, `pendingErrorSeqno`,
+    /// `pendingErrorEventId`, `pendingErrorShard`, `pendingErrorChannel`,
+    /// `pendingExceptionMessage`: the error of `OFFLINE:ERROR`; every key
+    /// `null` when there is none.
+    #[serde(flatten, with = "pending_fields")]
+    pub pending_error: Option<PendingError>,
+    /// `untilSeqno`: the pending `online --until-seqno`.
+    pub until_seqno: Option<u64>,
+    /// `offlineAtSeqno`: the pending `offline --at-seqno`.
+    pub offline_at_seqno: Option<u64>,
+    /// `lastOfflineClean`: whether the last offline ended with every
+    /// restart row at the same seqno (the condition of a handback).
+    pub last_offline_clean: bool,
+    /// `uptimeSeconds`: seconds since the service started.
+    pub uptime_seconds: f64,
+    /// `timeInStateSeconds`: seconds since the last state change.
+    pub time_in_state_seconds: f64,
+}
+
+impl Status {
+    /// A status in `state` with every counter zero and every optional
+    /// field `null`: a starting point for the replicator (and tests).
+    pub fn new(service_name: impl Into<String>, role: impl Into<String>, state: State) -> Self {
+        Status {
+            service_name: service_name.into(),
+            role: role.into(),
+            state,
+            applied_last_seqno: None,
+            applied_last_event_id: None,
+            applied_latency: None,
+            relative_latency: None,
+            channels: 0,
+            serialization_count: 0,
+            dropped_count: 0,
+            skipped_count: 0,
+            minimum_stored_seq_no: None,
+            maximum_stored_seq_no: None,
+            pending_error: None,
+            until_seqno: None,
+            offline_at_seqno: None,
+            last_offline_clean: false,
+            uptime_seconds: 0.0,
+            time_in_state_seconds: 0.0,
+        }
+    }
+}
+
+/// Serializes `Option<PendingError>` as its seven keys, `null` when
+/// absent, so that `status` always has the same keys.
+mod pending_fields {
+    use super::PendingError;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Fields {
+        pending_error: Option<String>,
+        pending_error_code: Option<u32>,
+        pending_error_seqno: Option<u64>,
+        pending_error_event_id: Option<String>,
+        pending_error_shard: Option<String>,
+        pending_error_channel: Option<u16>,
+        pending_exception_message: Option<String>,
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<PendingError>, s: S) -> Result<S::Ok, S::Error> {
+        let fields = match v {
+            None => Fields::default(),
+            Some(e) => Fields {
+                pending_error: Some(e.message.clone()),
+                pending_error_code: e.code,
+                pending_error_seqno: e.seqno,
+                pending_error_event_id: e.event_id.clone(),
+                pending_error_shard: e.shard.clone(),
+                pending_error_channel: e.channel,
+                pending_exception_message: e.exception_message.clone(),
+            },
+        };
+        fields.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PendingError>, D::Error> {
+        let f = Fields::deserialize(d)?;
+        Ok(f.pending_error.map(|message| PendingError {
+            message,
+            code: f.pending_error_code,
+            seqno: f.pending_error_seqno,
+            event_id: f.pending_error_event_id,
+            shard: f.pending_error_shard,
+            channel: f.pending_error_channel,
+            exception_message: f.pending_exception_message,
+        }))
+    }
+}
+
+/// One service of the process (`services`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceInfo {
+    /// `serviceName`.
+    pub service_name: String,
+    /// `role`.
+    pub role: String,
+    /// `state`.
+    pub state: State,
+}
+
+/// One channel (`status --name channels`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelStatus {
+    /// `channel`: 0..N-1.
+    pub channel: u16,
+    /// `appliedLastSeqno`: the seqno of the channel's restart row.
+    pub applied_last_seqno: Option<u64>,
+    /// `appliedLastEventId`: its binlog position (`file:pos`).
+    pub applied_last_event_id: Option<String>,
+    /// `appliedLatency`: seconds, master commit to replica commit, of the
+    /// channel's last transaction.
+    pub applied_latency: Option<f64>,
+    /// `appliedCount`: transactions the channel committed since online.
+    pub applied_count: u64,
+    /// `shardId`: the shard of the channel's last transaction.
+    pub shard_id: Option<String>,
+}
+
+/// One shard (`status --name shards`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// `shardId`.
+    pub shard_id: String,
+    /// `channel`: where its transactions are applied.
+    pub channel: u16,
+    /// `critical`: whether its transactions run alone.
+    pub critical: bool,
+    /// `appliedLastSeqno`: its last applied seqno.
+    pub applied_last_seqno: Option<u64>,
+    /// `appliedLastEventId`: that transaction's binlog position.
+    pub applied_last_event_id: Option<String>,
+    /// `appliedLatency`: seconds, of that transaction.
+    pub applied_latency: Option<f64>,
+    /// `eventCount`: transactions of this shard applied since online.
+    pub event_count: u64,
+}
+
+/// One row of the shard map on the wire (`shard list|insert|update`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardRow {
+    /// `shardId`: the schema name, or `#UNKNOWN`.
+    pub shard_id: String,
+    /// `master`: the service that masters the shard, or `#LOCAL`.
+    pub master: String,
+    /// `critical`: whether its transactions run alone.
+    pub critical: bool,
+}
+
+impl From<&ShardEntry> for ShardRow {
+    fn from(e: &ShardEntry) -> Self {
+        ShardRow {
+            shard_id: e.shard_id.clone(),
+            master: e.master.as_str().to_string(),
+            critical: e.critical,
+        }
+    }
+}
+
+impl TryFrom<&ShardRow> for ShardEntry {
+    type Error = ControlError;
+
+    /// Checks the shard id and master ([`ShardEntry::new`]).
+    ///
+    /// # Errors
+    /// An [`ErrorKind::Invalid`] error naming the value.
+    fn try_from(row: &ShardRow) -> Result<Self, Self::Error> {
+        let invalid = |m: String| ControlError::new(ErrorKind::Invalid, m);
+        let master = Master::parse(&row.master).map_err(invalid)?;
+        ShardEntry::new(row.shard_id.clone(), master, row.critical).map_err(invalid)
+    }
+}
+
+/// One stored transaction (`log list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    /// `seqno`.
+    pub seqno: u64,
+    /// `text`: the transaction as `shardrep log list` prints it.
+    pub text: String,
+    /// `transaction`: the transaction as `shardrep log list --json` prints
+    /// it.
+    pub transaction: Value,
+}
+
+impl LogEntry {
+    /// The entry of a stored transaction.
+    pub fn of(txn: &Transaction) -> Self {
+        LogEntry {
+            seqno: txn.seqno.get(),
+            text: crate::inspect::transaction_text(txn),
+            transaction: crate::inspect::transaction_json(txn),
+        }
+    }
+}
+
+/// The result of `wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitResult {
+    /// `state` when the condition was met.
+    pub state: State,
+    /// `appliedLastSeqno` when the condition was met.
+    pub applied_last_seqno: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(req: Request, line: &str) {
+        assert_eq!(serde_json::to_string(&req).unwrap(), line);
+        assert_eq!(serde_json::from_str::<Request>(line).unwrap(), req);
+    }
+
+    #[test]
+    fn requests_on_the_wire() {
+        round_trip(Request::Status { name: None }, r#"{"request":"status"}"#);
+        round_trip(
+            Request::Status {
+                name: Some(StatusName::Channels),
+            },
+            r#"{"request":"status","name":"channels"}"#,
+        );
+        round_trip(Request::Services, r#"{"request":"services"}"#);
+        round_trip(
+            Request::Online {
+                skip_seqnos: Some("5-7,3".parse().unwrap()),
+                until_seqno: Some(9),
+            },
+            r#"{"request":"online","skipSeqnos":"3,5-7","untilSeqno":9}"#,
+        );
+        round_trip(
+            Request::Offline {
+                immediate: true,
+                at_seqno: None,
+            },
+            r#"{"request":"offline","immediate":true}"#,
+        );
+        round_trip(
+            Request::Wait {
+                until: WaitFor::State(State::Online),
+                timeout_secs: 5,
+            },
+            r#"{"request":"wait","until":{"state":"ONLINE"},"timeoutSecs":5}"#,
+        );
+        round_trip(
+            Request::Wait {
+                until: WaitFor::Applied(12),
+                timeout_secs: 0,
+            },
+            r#"{"request":"wait","until":{"applied":12},"timeoutSecs":0}"#,
+        );
+        round_trip(
+            Request::ShardInsert {
+                rows: vec![ShardRow {
+                    shard_id: "acme".into(),
+                    master: "#LOCAL".into(),
+                    critical: true,
+                }],
+            },
+            r##"{"request":"shardInsert","rows":[{"shardId":"acme","master":"#LOCAL","critical":true}]}"##,
+        );
+        round_trip(
+            Request::ShardDelete {
+                ids: vec!["a".into()],
+            },
+            r#"{"request":"shardDelete","ids":["a"]}"#,
+        );
+        round_trip(Request::ShardDeleteAll, r#"{"request":"shardDeleteAll"}"#);
+        round_trip(Request::ShardList, r#"{"request":"shardList"}"#);
+        round_trip(
+            Request::LogList {
+                low: Some(1),
+                high: Some(2),
+            },
+            r#"{"request":"logList","low":1,"high":2}"#,
+        );
+        round_trip(Request::LogInfo, r#"{"request":"logInfo"}"#);
+        round_trip(
+            Request::Handback { start_slave: false },
+            r#"{"request":"handback","startSlave":false}"#,
+        );
+        // Defaults.
+        assert_eq!(
+            serde_json::from_str::<Request>(r#"{"request":"wait","until":{"applied":1}}"#).unwrap(),
+            Request::Wait {
+                until: WaitFor::Applied(1),
+                timeout_secs: DEFAULT_WAIT_SECS
+            }
+        );
+        assert_eq!(
+            serde_json::from_str::<Request>(r#"{"request":"offline"}"#).unwrap(),
+            Request::Offline {
+                immediate: false,
+                at_seqno: None
+            }
+        );
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        for (line, needle) in [
+            (r#"{"request":"reboot"}"#, "unknown variant `reboot`"),
+            (
+                r#"{"request":"status","nmae":"queue"}"#,
+                "unknown field `nmae`",
+            ),
+            (
+                r#"{"request":"status","name":"disks"}"#,
+                "unknown variant `disks`",
+            ),
+            (
+                r#"{"request":"online","skipSeqnos":"7-3"}"#,
+                "runs backwards",
+            ),
+            (
+                r#"{"request":"wait","until":{"state":"UP"}}"#,
+                "unknown state",
+            ),
+            (r#"{"request":"wait"}"#, "missing field `until`"),
+            (r#"{"status":1}"#, "missing field `request`"),
+        ] {
+            let err = serde_json::from_str::<Request>(line)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{line}: {err}");
+        }
+        let bad = |r: Request| r.validate().unwrap_err();
+        assert_eq!(
+            bad(Request::Offline {
+                immediate: true,
+                at_seqno: Some(3)
+            })
+            .message,
+            "offline: immediate and atSeqno exclude each other"
+        );
+        assert_eq!(
+            bad(Request::Wait {
+                until: WaitFor::Applied(1),
+                timeout_secs: MAX_WAIT_SECS + 1
+            })
+            .kind,
+            ErrorKind::BadRequest
+        );
+        assert_eq!(
+            bad(Request::LogList {
+                low: Some(3),
+                high: Some(2)
+            })
+            .message,
+            "logList: low 3 is above high 2"
+        );
+    }
+
+    #[test]
+    fn responses_on_the_wire() {
+        let ok = Response::Ok(json!({"state": "ONLINE"}));
+        let line = serde_json::to_string(&ok).unwrap();
+        assert_eq!(line, r#"{"ok":{"state":"ONLINE"}}"#);
+        let err = Response::Error(ControlError::new(ErrorKind::Timeout, "timed out"));
+        let line = serde_json::to_string(&err).unwrap();
+        assert_eq!(
+            line,
+            r#"{"error":{"kind":"timeout","message":"timed out"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Response>(&line).unwrap(), err);
+        let future: Response =
+            serde_json::from_str(r#"{"error":{"kind":"quantum","message":"m"}}"#).unwrap();
+        assert_eq!(
+            future,
+            Response::Error(ControlError::new(ErrorKind::Other, "m"))
+        );
+    }
+
+    #[test]
+    fn status_has_every_key() {
+        let mut s = Status::new("sjc", "applier", State::OfflineNormal);
+        let v = serde_json::to_value(&s).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "appliedLastEventId",
+                "appliedLastSeqno",
+                "appliedLatency",
+                "channels",
+                "droppedCount",
+                "lastOfflineClean",
+                "maximumStoredSeqNo",
+                "minimumStoredSeqNo",
+                "offlineAtSeqno",
+                "pendingError",
+                "pendingErrorChannel",
+                "pendingErrorCode",
+                "pendingErrorEventId",
+                "pendingErrorSeqno",
+                "pendingErrorShard",
+                "pendingExceptionMessage",
+                "relativeLatency",
+                "role",
+                "serializationCount",
+                "serviceName",
+                "skippedCount",
+                "state",
+                "timeInStateSeconds",
+                "untilSeqno",
+                "uptimeSeconds",
+            ]
+        );
+        assert_eq!(v["pendingError"], Value::Null);
+        assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+        let mut e = PendingError::new("channel 1: duplicate key");
+        e.code = Some(1062);
+        e.seqno = Some(9);
+        s.state = State::OfflineError;
+        s.pending_error = Some(e);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["pendingError"], "channel 1: duplicate key");
+        assert_eq!(v["pendingErrorCode"], 1062);
+        assert_eq!(v["pendingErrorSeqno"], 9);
+        assert_eq!(v["state"], "OFFLINE:ERROR");
+        assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+    }
+
+    #[test]
+    fn shard_rows_convert() {
+        let row = ShardRow {
+            shard_id: "acme".into(),
+            master: "sjc".into(),
+            critical: false,
+        };
+        let entry = ShardEntry::try_from(&row).unwrap();
+        assert_eq!(ShardRow::from(&entry), row);
+        let bad = ShardRow {
+            master: "no such".into(),
+            ..row
+        };
+        let e = ShardEntry::try_from(&bad).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(e.message.contains("master \"no such\""), "{}", e.message);
+    }
+}
