@@ -36,6 +36,7 @@ pub mod extractor;
 pub mod inspect;
 pub mod position;
 pub mod queue;
+pub mod replica;
 pub mod replicator;
 pub mod scheduler;
 pub mod shard;
