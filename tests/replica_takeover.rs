@@ -472,3 +472,211 @@ async fn handback_refuses_a_malformed_gtid_and_escapes_the_file_name() {
     assert_eq!(report.status.using_gtid, UsingGtid::No);
     restore_native(sb).await;
 }
+
+// Takeover refuses a replica whose SQL thread stopped on an error
+// (Last_SQL_Errno, here a duplicate key), naming the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_refuses_a_replica_stopped_on_an_sql_error() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    restore_native(sb).await;
+    let schema = create_schema(sb, "sqlerr").await;
+    wait_replica_caught_up(sb, REPLICA, CATCH_UP).await;
+    let q = quote_ident(&schema);
+    let mut replica = sb.connect(REPLICA).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; INSERT INTO {q}.t VALUES (1, -1)"
+        ))
+        .await
+        .unwrap();
+    write(sb, &schema, 1..2).await;
+    common::wait_until(
+        "the replica's SQL thread to stop on 1062",
+        CATCH_UP,
+        || async {
+            let s = replica_status(sb).await;
+            (!s.sql_running && s.last_sql_errno == 1062).then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    let mut master = sb.connect(Server::Master).await;
+    let facts = check_master(&mut master).await.unwrap();
+    let err = takeover(&mut replica, &mut master, &facts)
+        .await
+        .unwrap_err();
+    let ReplicaError::SqlThreadError { errno, message, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(*errno, 1062);
+    assert!(message.contains("Duplicate entry '1'"), "{message}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "{}:{}: the slave SQL thread stopped with an error: Last_SQL_Errno is 1062, expected 0",
+            sb.host,
+            sb.port(REPLICA)
+        )),
+        "{err}"
+    );
+    // Repair: remove the replica's own row; native replication re-applies.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 1"
+        ))
+        .await
+        .unwrap();
+    restore_native(sb).await;
+    assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
+    drop_schema(sb, &schema).await;
+}
+
+// After a GTID handback without START SLAVE, Relay_Master_Log_File /
+// Exec_Master_Log_Pos still show the old position while gtid_slave_pos is
+// the new one: takeover refuses (BINLOG_GTID_POS differs) instead of
+// returning a file:pos that would re-apply transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_refuses_a_stale_file_pos_after_a_gtid_handback() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    restore_native(sb).await;
+    let schema = create_schema(sb, "stale").await;
+    write(sb, &schema, 1..3).await;
+    wait_replica_caught_up(sb, REPLICA, CATCH_UP).await;
+    let mut master = sb.connect(Server::Master).await;
+    let mut replica = sb.connect(REPLICA).await;
+    let facts = check_master(&mut master).await.unwrap();
+    let old = takeover(&mut replica, &mut master, &facts).await.unwrap();
+    write(sb, &schema, 3..6).await;
+    apply_like_shardrep(sb, &schema, 3..6).await;
+    let (file, pos) = master_status(&mut master).await;
+    let gtid = gtid_binlog_pos(&mut master).await;
+    let point = HandbackPoint {
+        file,
+        pos,
+        gtid_pos: Some(gtid.clone()),
+    };
+    handback(&mut replica, &point, true, false).await.unwrap();
+    let s = replica_status(sb).await;
+    let facts = check_master(&mut master).await.unwrap();
+    let result = takeover(&mut replica, &mut master, &facts).await;
+    // Verified on MariaDB 10.11: CHANGE MASTER TO MASTER_USE_GTID keeps the
+    // old executed file:pos until the SQL thread runs.
+    assert_eq!(
+        (s.relay_master_log_file.as_str(), s.exec_master_log_pos),
+        (old.file.as_str(), old.pos)
+    );
+    let err = result.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:{}: position {f}:{p} does not match gtid_slave_pos {gtid:?}: \
+             BINLOG_GTID_POS({f}, {p}) is {old_gtid}, expected {gtid:?}",
+            sb.host,
+            sb.port(Server::Master),
+            f = old.file,
+            p = old.pos,
+            old_gtid = old.gtid_slave_pos,
+        )
+    );
+    assert!(
+        !replica_status(sb).await.sql_running,
+        "was stopped, stays stopped"
+    );
+    restore_native(sb).await;
+    write(sb, &schema, 6..8).await;
+    last_errno_zero_and_equal(sb, &schema, UsingGtid::SlavePos).await;
+    drop_schema(sb, &schema).await;
+}
+
+// A lagging replica (IO thread ahead of the SQL thread, unexecuted events
+// in its relay log): takeover returns the SQL thread's position; after the
+// lag is applied outside native replication, handback at the end position
+// discards the old relay log (no transaction of it is executed again), by
+// file:pos and by GTID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lagging_replica_takeover_and_handback_skip_the_stale_relay_log() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    restore_native(sb).await;
+    let schema = create_schema(sb, "lag").await;
+    write(sb, &schema, 1..3).await;
+    wait_replica_caught_up(sb, REPLICA, CATCH_UP).await;
+    let mut master = sb.connect(Server::Master).await;
+    let mut replica = sb.connect(REPLICA).await;
+    let mut next = 3;
+    for use_gtid in [false, true] {
+        let (file, pos) = master_status(&mut master).await;
+        let gtid = gtid_binlog_pos(&mut master).await;
+        replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+        write(sb, &schema, next..next + 5).await;
+        let (end_file, end_pos) = master_status(&mut master).await;
+        common::wait_until("the IO thread to fetch the lag", CATCH_UP, || async {
+            let s = replica_status(sb).await;
+            (s.master_log_file == end_file && s.read_master_log_pos == end_pos).then_some(())
+        })
+        .await
+        .unwrap();
+        let facts = check_master(&mut master).await.unwrap();
+        let point = takeover(&mut replica, &mut master, &facts).await.unwrap();
+        assert_eq!((point.file.as_str(), point.pos), (file.as_str(), pos));
+        assert_eq!(point.gtid_slave_pos.to_string(), gtid);
+        apply_like_shardrep(sb, &schema, next..next + 5).await;
+        let back = HandbackPoint {
+            file: end_file.clone(),
+            pos: end_pos,
+            gtid_pos: Some(gtid_binlog_pos(&mut master).await),
+        };
+        handback(&mut replica, &back, use_gtid, true).await.unwrap();
+        write(sb, &schema, next + 5..next + 7).await;
+        next += 7;
+        let using = if use_gtid {
+            UsingGtid::SlavePos
+        } else {
+            UsingGtid::No
+        };
+        last_errno_zero_and_equal(sb, &schema, using).await;
+    }
+    drop_schema(sb, &schema).await;
+    restore_native(sb).await;
+}
+
+// The replica's executed position is in a binlog the master has purged:
+// takeover refuses ("binlog purged", naming the file and the binlogs
+// present) and starts native replication again, as it found it running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_refuses_a_purged_binlog_and_restarts_the_slave() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    restore_native(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    let mut replica = sb.connect(REPLICA).await;
+    // SQL thread stopped in the current file; the IO thread keeps running.
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let (old_file, old_pos) = master_status(&mut master).await;
+    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    let (new_file, _) = master_status(&mut master).await;
+    master
+        .query_drop(format!("PURGE BINARY LOGS TO '{new_file}'"))
+        .await
+        .unwrap();
+    let facts = check_master(&mut master).await.unwrap();
+    assert_eq!(facts.oldest_binlog(), new_file);
+    let err = takeover(&mut replica, &mut master, &facts)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "binlog purged: {}:{} no longer has {old_file} (needed for position \
+             {old_file}:{old_pos}); its binary logs are {new_file} .. {new_file} (SHOW BINARY \
+             LOGS). Re-seed the replica or keep binlogs longer (expire_logs_days / \
+             binlog_expire_logs_seconds)",
+            sb.host,
+            sb.port(Server::Master)
+        )
+    );
+    let s = replica_status(sb).await;
+    assert!(s.sql_running, "restarted: {s:?}");
+    restore_native(sb).await;
+}
