@@ -1420,7 +1420,15 @@ pub async fn verify_slave_running(
         }
         if running_since.is_none() && started.elapsed() >= timeout {
             let (field, actual) = if s.sql_running {
-                ("Slave_IO_Running", s.io_running.clone())
+                let actual = if s.last_io_errno != 0 {
+                    format!(
+                        "{} (Last_IO_Errno {}: {})",
+                        s.io_running, s.last_io_errno, s.last_io_error
+                    )
+                } else {
+                    s.io_running.clone()
+                };
+                ("Slave_IO_Running", actual)
             } else {
                 ("Slave_SQL_Running", "No".to_owned())
             };
