@@ -37,6 +37,7 @@ pub mod extractor;
 pub mod inspect;
 pub mod position;
 pub mod queue;
+pub mod replica;
 pub mod replicator;
 pub mod scheduler;
 pub mod shard;
