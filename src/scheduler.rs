@@ -245,6 +245,7 @@ where
                             epoch,
                             alone: true,
                             bytes,
+                            marker: marker.clone(),
                         },
                     )?;
                     last_sent[channel] = Some(seqno);
@@ -260,6 +261,7 @@ where
                             epoch,
                             alone: false,
                             bytes,
+                            marker: marker.clone(),
                         },
                     )?;
                     last_sent[channel] = Some(seqno);

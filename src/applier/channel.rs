@@ -53,6 +53,9 @@ pub enum Work {
         /// Its share of the in-flight memory budget
         /// ([`Progress::acquire_memory`]), released once committed.
         bytes: u64,
+        /// The position after it, recorded in the restart row (with the
+        /// source's whole GTID position, not only the transaction's GTID).
+        marker: Arc<Marker>,
     },
     /// Periodic sync: when the channel has nothing newer, advance its
     /// restart row to this position.
@@ -397,9 +400,11 @@ async fn run(
                 epoch,
                 alone,
                 bytes,
+                marker,
             } => {
                 let mut block = vec![(txn, epoch)];
                 let mut block_bytes = bytes;
+                let mut last_marker = marker;
                 if !alone && !is_ddl(&block[0].0) {
                     while block.len() < channel.settings.block_commit_txns.max(1) {
                         match input.try_recv() {
@@ -408,9 +413,11 @@ async fn run(
                                 epoch,
                                 alone,
                                 bytes,
+                                marker,
                             }) if !alone && !is_ddl(&txn) => {
                                 block.push((txn, epoch));
                                 block_bytes += bytes;
+                                last_marker = marker;
                             }
                             Ok(other) => {
                                 pending = Some(other);
@@ -420,7 +427,7 @@ async fn run(
                         }
                     }
                 }
-                channel.apply_block(&block).await?;
+                channel.apply_block(&block, &last_marker).await?;
                 drop(block);
                 progress.release_memory(block_bytes);
                 if let Some(s) = channel.committed {
@@ -563,7 +570,11 @@ impl Channel {
     }
 
     /// Applies a block with retries of transient errors.
-    async fn apply_block(&mut self, block: &[(Arc<Transaction>, u64)]) -> Result<(), ApplyError> {
+    async fn apply_block(
+        &mut self,
+        block: &[(Arc<Transaction>, u64)],
+        marker: &Marker,
+    ) -> Result<(), ApplyError> {
         let todo: Vec<&(Arc<Transaction>, u64)> = block
             .iter()
             .filter(|(t, _)| self.committed.is_none_or(|c| t.seqno > c))
@@ -580,7 +591,7 @@ impl Channel {
         let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
-            match self.try_block(&todo, ddl).await {
+            match self.try_block(&todo, ddl, marker).await {
                 Ok(()) => {
                     self.committed = todo.last().map(|(t, _)| t.seqno);
                     if ddl {
@@ -642,6 +653,7 @@ impl Channel {
         &mut self,
         todo: &[&(Arc<Transaction>, u64)],
         ddl: bool,
+        marker: &Marker,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         if ddl {
             let (txn, epoch) = todo[0];
@@ -660,7 +672,8 @@ impl Channel {
             self.apply_txn(txn, *epoch).await?;
         }
         let (last, epoch) = todo.last().expect("non-empty block");
-        let row = Marker::of(last, *epoch).row(self.settings.channel.get());
+        debug_assert_eq!(marker.seqno, last.seqno);
+        let row = marker.row(self.settings.channel.get());
         self.update_row(&row, last.commit_timestamp, Some((last, *epoch)))
             .await?;
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
