@@ -10,9 +10,11 @@
 //!   alone; wait again before parallel work resumes. Consecutive critical
 //!   transactions go to one channel and share one barrier. Each barrier
 //!   counts once in `serializationCount`.
-//! - **SYNC** every `sync_interval_seqnos` seqnos: every channel advances
+//! - **SYNC** every `sync_interval_seqnos` seqnos, and whenever the source
+//!   goes idle (no transaction within one poll): every channel advances
 //!   its restart row when it has nothing newer, so a restart never replays
-//!   a long tail and dropped transactions are not re-read forever.
+//!   a long tail, dropped transactions are not re-read forever, and the
+//!   applied seqno reaches the last handled one.
 //! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
 //!   the last handled seqno goes to every channel: all rows end equal.
 
@@ -106,6 +108,9 @@ pub struct SchedulerSettings {
     /// Seqnos the DBA asked to skip (`--skip-seqno`): never applied, each
     /// logged as a warning and counted in `skipped`.
     pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+    /// When set at the time of a stop request: stop without STOP markers
+    /// (`offline --immediate`; channels may end at different seqnos).
+    pub immediate: Option<Arc<AtomicBool>>,
 }
 
 /// Runs the scheduler until a stop request (`stop`), `stop_after`, or an
@@ -175,6 +180,13 @@ where
             .stop_after
             .is_some_and(|s| last_marker.as_ref().is_some_and(|m| m.seqno >= s));
         if stop.load(Ordering::Acquire) || reached_stop {
+            let immediate = settings
+                .immediate
+                .as_ref()
+                .is_some_and(|i| i.load(Ordering::Acquire));
+            if immediate {
+                return Ok(None);
+            }
             if let Some(marker) = &last_marker {
                 for c in 0..channels {
                     send(c, Work::Stop(marker.clone()))?;
@@ -185,6 +197,17 @@ where
         let Some((txn, epoch, gtid_position)) =
             next(settings.poll).map_err(SchedulerError::Queue)?
         else {
+            // Idle: let every channel record the last handled position, so
+            // the restart rows (and `wait --applied`) reach it now rather
+            // than after `sync_interval_seqnos` more transactions.
+            if since_sync > 0 {
+                if let Some(marker) = &last_marker {
+                    since_sync = 0;
+                    for c in 0..channels {
+                        send(c, Work::Sync(marker.clone()))?;
+                    }
+                }
+            }
             continue;
         };
         let seqno = txn.seqno;
@@ -292,11 +315,19 @@ pub struct ShardRouter {
     pub filter: crate::shard::filter::ShardFilter,
     /// Channel assignment.
     pub assignment: crate::shard::channel::ChannelAssignment,
+    /// A new shard map, taken before the next transaction is routed (the
+    /// DBA's shard edits while online).
+    pub map_updates: Option<Arc<std::sync::Mutex<Option<crate::shard::map::ShardMap>>>>,
 }
 
 impl Router for ShardRouter {
     fn route(&mut self, txn: &Transaction) -> Route {
         use crate::shard::filter::Decision;
+        if let Some(updates) = &self.map_updates {
+            if let Some(map) = updates.try_lock().ok().and_then(|mut m| m.take()) {
+                *self.filter.map_mut() = map;
+            }
+        }
         match self.filter.decide_transaction(txn) {
             Decision::Accept(_) => Route::Apply {
                 channel: self.assignment.channel_of(&txn.shard).index(),

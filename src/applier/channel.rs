@@ -130,6 +130,10 @@ pub struct ApplyError {
     pub message: String,
 }
 
+/// A channel's last committed position and its applied latency in
+/// seconds (replica commit time minus master commit time).
+pub type AppliedMarker = (Arc<Marker>, f64);
+
 /// Progress shared by the channels and the scheduler: each channel's last
 /// committed seqno (-1: none), the first definite error, and a condition
 /// variable signalled on every change.
@@ -142,6 +146,9 @@ pub struct Progress {
     ddl_epoch: AtomicU64,
     /// Transient errors retried, over all channels.
     retries: AtomicU64,
+    /// Each channel's last committed position (block or marker) and its
+    /// applied latency (replica commit time minus master commit time, s).
+    markers: Mutex<Vec<Option<AppliedMarker>>>,
     /// Bytes of transactions handed to channels and not yet committed,
     /// and the most allowed.
     in_flight: Mutex<u64>,
@@ -163,6 +170,7 @@ impl Progress {
                 .collect(),
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            markers: Mutex::new(vec![None; start.len()]),
             in_flight: Mutex::new(0),
             in_flight_max: u64::MAX,
             in_flight_changed: Condvar::new(),
@@ -228,6 +236,20 @@ impl Progress {
     /// Bytes of transactions in flight now.
     pub fn memory_in_flight(&self) -> u64 {
         *self.in_flight.lock().expect("in-flight lock")
+    }
+
+    /// Channel `channel`'s last committed position in this run with its
+    /// applied latency in seconds (`None` before its first commit).
+    pub fn marker(&self, channel: usize) -> Option<AppliedMarker> {
+        self.markers.lock().expect("markers lock")[channel].clone()
+    }
+
+    fn set_marker(&self, channel: usize, marker: Arc<Marker>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let latency = (now - f64::from(marker.extract_time)).max(0.0);
+        self.markers.lock().expect("markers lock")[channel] = Some((marker, latency));
     }
 
     /// Transient errors retried so far (blocks rolled back and run again).
@@ -385,12 +407,16 @@ async fn run(
         };
         match first {
             Work::Stop(marker) => {
-                channel.record_marker(&marker).await?;
+                if channel.record_marker(&marker).await? {
+                    progress.set_marker(index, marker.clone());
+                }
                 progress.set_committed(index, channel.committed.unwrap_or(marker.seqno));
                 return Ok(());
             }
             Work::Sync(marker) => {
-                channel.record_marker(&marker).await?;
+                if channel.record_marker(&marker).await? {
+                    progress.set_marker(index, marker);
+                }
                 if let Some(s) = channel.committed {
                     progress.set_committed(index, s);
                 }
@@ -427,9 +453,13 @@ async fn run(
                         }
                     }
                 }
+                let before = channel.committed;
                 channel.apply_block(&block, &last_marker).await?;
                 drop(block);
                 progress.release_memory(block_bytes);
+                if channel.committed != before {
+                    progress.set_marker(index, last_marker);
+                }
                 if let Some(s) = channel.committed {
                     progress.set_committed(index, s);
                 }
@@ -731,10 +761,11 @@ impl Channel {
             .map_err(|e| (self.error_at(at, sql, &e), Some(e)))
     }
 
-    /// Records a SYNC/STOP marker when the channel has nothing newer.
-    async fn record_marker(&mut self, marker: &Marker) -> Result<(), ApplyError> {
+    /// Records a SYNC/STOP marker when the channel has nothing newer;
+    /// returns whether it did.
+    async fn record_marker(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
         if self.committed.is_some_and(|c| c >= marker.seqno) {
-            return Ok(());
+            return Ok(false);
         }
         let row = marker.row(self.settings.channel.get());
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
@@ -748,7 +779,7 @@ impl Channel {
             match attempt {
                 Ok(()) => {
                     self.committed = Some(marker.seqno);
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err((_, Some(cause)))
                     if classify(&cause) == ErrorClass::Transient

@@ -23,10 +23,12 @@ struct Cli {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
-    /// Run the service in the foreground: extract the source into the
-    /// queue and apply it with N channels to the replica, until SIGTERM or
-    /// SIGINT (then every channel stops at the same seqno). Takeover,
-    /// handback and the control socket are not part of this command yet.
+    /// Run the service in the foreground: listen on the control socket
+    /// (`[control] socket`, for shardrepctl), go online (take over the
+    /// replica's native replication when `source.start = "takeover"` and
+    /// the service has no position yet), extract the source into the queue
+    /// and apply it with N channels to the replica, until SIGTERM or SIGINT
+    /// (then every channel stops at the same seqno).
     Run {
         /// Path of the TOML configuration.
         #[arg(long, short = 'c')]
@@ -41,8 +43,11 @@ enum Command {
         /// as a warning. Only for a transaction the replica must not get
         /// (e.g. one that stopped the service with a definite error after
         /// the DBA fixed the replica by hand).
-        #[arg(long, value_name = "LIST", value_parser = parse_seqno_list)]
-        skip_seqno: Option<SeqnoList>,
+        #[arg(long, value_name = "LIST")]
+        skip_seqno: Option<shardrep::replicator::state::SkipSeqnos>,
+        /// Start OFFLINE:NORMAL and wait for `shardrepctl online`.
+        #[arg(long, conflicts_with = "until_idle")]
+        offline: bool,
     },
     /// Load and validate a configuration file; print every problem found.
     CheckConfig {
@@ -154,13 +159,8 @@ fn main() -> anyhow::Result<()> {
             config,
             until_idle,
             skip_seqno,
-        } => run_service(
-            config,
-            shardrep::replicator::RunOptions {
-                stop_when_idle: until_idle,
-                skip_seqnos: skip_seqno.map(|l| l.0).unwrap_or_default(),
-            },
-        ),
+            offline,
+        } => run_service(config, until_idle, skip_seqno, offline),
         Command::CheckConfig { config } => {
             let cfg = Config::load(&config)?;
             println!(
@@ -541,39 +541,17 @@ fn log_info(dir: PathBuf, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Seqnos and inclusive ranges given as `12,15-17`.
-#[derive(Clone, Debug)]
-struct SeqnoList(Vec<std::ops::RangeInclusive<u64>>);
-
-fn parse_seqno_list(text: &str) -> Result<SeqnoList, String> {
-    let mut out = Vec::new();
-    for item in text.split(',') {
-        let item = item.trim();
-        let number = |s: &str| {
-            s.trim()
-                .parse::<u64>()
-                .map_err(|_| format!("{s:?} in {text:?} is not a seqno (a number >= 0)"))
-        };
-        let range = match item.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if a > b {
-                    return Err(format!("range {item:?} in {text:?} ends before it starts"));
-                }
-                a..=b
-            }
-            None => {
-                let n = number(item)?;
-                n..=n
-            }
-        };
-        out.push(range);
-    }
-    Ok(SeqnoList(out))
-}
-
-/// `shardrep run`: the foreground service; SIGTERM/SIGINT stop it cleanly.
-fn run_service(config: PathBuf, options: shardrep::replicator::RunOptions) -> anyhow::Result<()> {
+/// `shardrep run`: the foreground service with its control socket;
+/// SIGTERM/SIGINT stop it cleanly.
+fn run_service(
+    config: PathBuf,
+    until_idle: bool,
+    skip: Option<shardrep::replicator::state::SkipSeqnos>,
+    offline: bool,
+) -> anyhow::Result<()> {
+    use shardrep::control::server::{ControlHandler, ControlServer};
+    use shardrep::replicator::service::Service;
+    use shardrep::replicator::state::State;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let cfg = Config::load(&config)?;
@@ -601,22 +579,45 @@ fn run_service(config: PathBuf, options: shardrep::replicator::RunOptions) -> an
             })
             .context("start the signal thread")?;
     }
-    let report = shardrep::replicator::run(&cfg, stop, &options)?;
-    let seqnos: Vec<String> = report
-        .restart_rows
-        .iter()
-        .map(|r| r.seqno.map_or("-".to_string(), |s| s.to_string()))
-        .collect();
+    let service = Service::new(cfg.clone(), until_idle);
+    let server = ControlServer::start(&cfg.control.socket, service.clone())
+        .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
+    tracing::info!(socket = %cfg.control.socket.display(), "control socket listening");
+    if !offline {
+        service
+            .go_online(skip, None)
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    }
+    // Until a signal, or (with --until-idle) the end of the run.
+    loop {
+        if stop.load(Ordering::Acquire) {
+            let state = service.state();
+            if matches!(state, State::Online | State::GoingOnlineSynchronizing) {
+                let _ = service.go_offline(false, None);
+            }
+            service.wait_until_stopped();
+            break;
+        }
+        if until_idle && !offline && service.state().is_offline() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = service.status().map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    server.shutdown();
+    if let Some(error) = service.last_error() {
+        anyhow::bail!("{error}");
+    }
     println!(
-        "stopped cleanly after {:.1} s: {} transactions applied, {} dropped by the shard filter, \
-         {} barriers, {} skipped by request, {} retries; channel restart seqnos: {}",
-        report.elapsed.as_secs_f64(),
-        report.dispatched,
-        report.dropped,
-        report.serializations,
-        report.skipped,
-        report.retries,
-        seqnos.join(",")
+        "{}: {} at seqno {}, {} dropped by the shard filter, {} barriers, {} skipped by request",
+        status.service_name,
+        status.state,
+        status
+            .applied_last_seqno
+            .map_or("-".to_string(), |s| s.to_string()),
+        status.dropped_count,
+        status.serialization_count,
+        status.skipped_count,
     );
     Ok(())
 }

@@ -15,15 +15,16 @@
 //! resumes after the queue's last stored transaction, or, with an empty
 //! queue, at the configured `source.start`.
 
+pub mod service;
 pub mod state;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::applier::channel::{self, ChannelSettings, Progress, Work};
 use crate::applier::restart::{self, RestartRow};
-use crate::config::Config;
+use crate::config::{Config, StartPosition};
 use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};
 use crate::position::{ChannelId, Epoch, Seqno};
 use crate::queue::codec::ExtractorProgress;
@@ -73,7 +74,7 @@ pub enum RunError {
     Apply(#[from] scheduler::SchedulerError),
 }
 
-fn replica_opts(config: &Config) -> mysql_async::Opts {
+pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
     channel::replica_opts(
         &config.replica.host,
         config.replica.port,
@@ -90,6 +91,32 @@ pub struct RunOptions {
     pub stop_when_idle: bool,
     /// Seqnos never applied (the DBA's `--skip-seqno`), each logged.
     pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+    /// Stop cleanly once this seqno has been handled (`u64::MAX`: never);
+    /// may be changed while the run goes on (`offline --at-seqno`).
+    pub stop_at: Option<Arc<AtomicU64>>,
+    /// When set at the time of the stop: stop without the STOP marker, so
+    /// channels may end at different seqnos (`offline --immediate`).
+    pub immediate: Option<Arc<AtomicBool>>,
+    /// Filled by the run with its live parts, for status.
+    pub observer: Option<Arc<Observer>>,
+    /// A new shard map for the running filter (shard edits).
+    pub map_updates: Option<Arc<Mutex<Option<ShardMap>>>>,
+}
+
+/// The live parts of a running pipeline, for status: filled by [`run`]
+/// once it has started its channels.
+#[derive(Debug, Default)]
+pub struct Observer {
+    /// Channel progress (committed seqnos and markers).
+    pub progress: Mutex<Option<Arc<Progress>>>,
+    /// Scheduler counters.
+    pub counters: Mutex<Option<Arc<SchedulerCounters>>>,
+    /// The queue.
+    pub queue: Mutex<Option<Arc<TransactionQueue>>>,
+    /// Set once the channels are connected and applying.
+    pub applying: AtomicBool,
+    /// The takeover point, when this run took over native replication.
+    pub takeover: Mutex<Option<crate::replica::TakeoverPoint>>,
 }
 
 /// Runs the service until `stop` is set (or, with
@@ -136,6 +163,30 @@ pub fn run(
         let _ = conn.disconnect().await;
         Ok::<_, RunError>((rows, map))
     })?;
+    // Takeover: a service with no queue and no restart position starts
+    // where the replica's native replication stopped.
+    let initial_start = if queue.last_progress().is_none()
+        && rows.iter().all(|r| r.seqno.is_none())
+        && matches!(config.source.start, StartPosition::Takeover)
+    {
+        let point = runtime.block_on(take_over(config))?;
+        tracing::info!(
+            file = %point.file,
+            pos = point.pos,
+            gtid_slave_pos = %point.gtid_slave_pos,
+            "took over from native replication"
+        );
+        let start = point
+            .position()
+            .map_err(|e| RunError::Setup(e.to_string()))?;
+        let gtid = point.gtid_slave_pos.clone();
+        if let Some(o) = &options.observer {
+            *o.takeover.lock().expect("observer") = Some(point);
+        }
+        Some((ExtractStart::File(start), gtid))
+    } else {
+        None
+    };
     let start_seqno = if rows.iter().any(|r| r.seqno.is_none()) {
         Seqno(0)
     } else {
@@ -154,7 +205,11 @@ pub fn run(
     let filter = ShardFilter::from_config(config, map);
     let assignment = ChannelAssignment::from_config(&config.apply)
         .map_err(|e| RunError::Setup(e.to_string()))?;
-    let mut router = ShardRouter { filter, assignment };
+    let mut router = ShardRouter {
+        filter,
+        assignment,
+        map_updates: options.map_updates.clone(),
+    };
 
     // Extractor thread.
     let extract_stop = Arc::new(AtomicBool::new(false));
@@ -173,6 +228,7 @@ pub fn run(
                     &extract_stop,
                     &extract_idle,
                     stop_when_idle,
+                    initial_start,
                 )
             })
             .map_err(|e| RunError::Setup(format!("cannot start the extractor thread: {e}")))?
@@ -205,7 +261,14 @@ pub fn run(
     }
 
     // Scheduler on this thread.
-    let counters = SchedulerCounters::default();
+    let counters = Arc::new(SchedulerCounters::default());
+    if let Some(o) = &options.observer {
+        *o.progress.lock().expect("observer") = Some(progress.clone());
+        *o.counters.lock().expect("observer") = Some(counters.clone());
+        *o.queue.lock().expect("observer") = Some(queue.clone());
+        o.applying.store(true, Ordering::Release);
+    }
+    let stop_at = options.stop_at.clone();
     let mut reader = queue.reader_from(start_seqno)?;
     let mut since_purge = 0u32;
     let scheduler_stop = AtomicBool::new(false);
@@ -213,7 +276,12 @@ pub fn run(
         |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
             let deadline = Instant::now() + timeout;
             loop {
-                if stop.load(Ordering::Acquire) {
+                if stop.load(Ordering::Acquire)
+                    || stop_at.as_ref().is_some_and(|at| {
+                        let at = at.load(Ordering::Acquire);
+                        at != u64::MAX && reader.next_seqno().get() > at
+                    })
+                {
                     scheduler_stop.store(true, Ordering::Release);
                     return Ok(None);
                 }
@@ -250,6 +318,7 @@ pub fn run(
         stop_after: None,
         poll: Duration::from_millis(100),
         skip_seqnos: options.skip_seqnos.clone(),
+        immediate: options.immediate.clone(),
     };
     let outcome = scheduler::run(
         next,
@@ -306,6 +375,45 @@ pub fn run(
     })
 }
 
+/// Takes over from the replica's native replication: checks the master
+/// and the replica, stops the replica's slave threads and returns the
+/// executed position ([`crate::replica::takeover`]).
+async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, RunError> {
+    use crate::config::SourceEndpoint;
+    let SourceEndpoint::Live(live) = &config.source.endpoint else {
+        return Err(RunError::Setup(
+            "source.start = \"takeover\" needs a live source (kind = \"live\"): \
+             a binlog directory has no master to take over from; set source.start \
+             to FILE:POS or gtid:..."
+                .into(),
+        ));
+    };
+    let setup = |e: crate::replica::ReplicaError| RunError::Setup(format!("takeover: {e}"));
+    let mut master = crate::replica::connect(&live.host, live.port, &live.user, &live.password)
+        .await
+        .map_err(setup)?;
+    let facts = crate::replica::check_master(&mut master)
+        .await
+        .map_err(setup)?;
+    let mut replica = crate::replica::connect(
+        &config.replica.host,
+        config.replica.port,
+        &config.replica.user,
+        &config.replica.password,
+    )
+    .await
+    .map_err(setup)?;
+    crate::replica::check_replica(&mut replica, &facts)
+        .await
+        .map_err(setup)?;
+    let point = crate::replica::takeover(&mut replica, &mut master, &facts)
+        .await
+        .map_err(setup)?;
+    let _ = replica.disconnect().await;
+    let _ = master.disconnect().await;
+    Ok(point)
+}
+
 /// The extractor thread: resume after the queue's last transaction (or at
 /// the configured start), append every transaction with its progress.
 /// Sets `idle` when the source has nothing more (non-following sources,
@@ -316,6 +424,7 @@ fn extract_loop(
     stop: &AtomicBool,
     idle: &AtomicBool,
     stop_when_idle: bool,
+    initial_start: Option<(ExtractStart, crate::position::GtidPos)>,
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -323,9 +432,14 @@ fn extract_loop(
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let next_seqno = queue.next_seqno();
-        let start = match queue.last_progress() {
-            Some(p) => ExtractStart::File(p.position.clone()),
-            None => resolve_start(&config.source.endpoint, &config.source.start)
+        let mut start_gtid = None;
+        let start = match (queue.last_progress(), initial_start) {
+            (Some(p), _) => ExtractStart::File(p.position.clone()),
+            (None, Some((start, gtid))) => {
+                start_gtid = Some(gtid);
+                start
+            }
+            (None, None) => resolve_start(&config.source.endpoint, &config.source.start)
                 .await
                 .map_err(|e| e.to_string())?,
         };
@@ -337,6 +451,9 @@ fn extract_loop(
         if let Some(p) = queue.last_progress() {
             // Keep the GTID position across restarts.
             extractor.set_gtid_position(p.gtid_position.clone());
+        } else if let Some(gtid) = start_gtid {
+            // Takeover: every domain's position, quiet domains included.
+            extractor.set_gtid_position(gtid);
         }
         loop {
             if stop.load(Ordering::Acquire) {

@@ -182,6 +182,7 @@ socket = "{socket}"
                 &RunOptions {
                     stop_when_idle: true,
                     skip_seqnos: skip,
+                    ..Default::default()
                 },
             )
         })
