@@ -69,6 +69,9 @@ struct Inner {
     takeover_used_gtid: Option<bool>,
     /// The last run's outcome, for `--until-idle` exits.
     last_error: Option<String>,
+    /// Why the last run of this process did not end cleanly (refuses a
+    /// handback until a clean offline).
+    unclean: Option<String>,
 }
 
 struct ActiveRun {
@@ -97,7 +100,9 @@ impl Service {
     pub fn new(config: Config, stop_when_idle: bool) -> Arc<Service> {
         let catalog = config.catalog_schema();
         let rows = block_on(async {
-            let mut conn = mysql_async::Conn::new(super::replica_opts(&config)).await.ok()?;
+            let mut conn = mysql_async::Conn::new(super::replica_opts(&config))
+                .await
+                .ok()?;
             let rows = restart::read(&mut conn, &catalog).await.ok();
             let _ = conn.disconnect().await;
             rows
@@ -119,6 +124,7 @@ impl Service {
                 offline_at_seqno: None,
                 takeover_used_gtid: None,
                 last_error: None,
+                unclean: None,
             }),
             map_updates: Arc::new(Mutex::new(None)),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
@@ -226,8 +232,7 @@ impl Service {
         let mut inner = self.lock();
         let observer = options.observer.clone().unwrap_or_default();
         if let Some(point) = observer.takeover.lock().expect("observer").take() {
-            inner.takeover_used_gtid =
-                Some(point.using_gtid != crate::replica::UsingGtid::No);
+            inner.takeover_used_gtid = Some(point.using_gtid != crate::replica::UsingGtid::No);
         }
         if let Some(queue) = observer.queue.lock().expect("observer").as_ref() {
             inner.last_stored = (
@@ -253,6 +258,16 @@ impl Service {
                         .iter()
                         .all(|r| r.seqno == report.restart_rows[0].seqno);
                 inner.last_rows = report.restart_rows;
+                inner.unclean = if clean {
+                    None
+                } else if immediate {
+                    Some(
+                        "the last offline was immediate (channels may stop at different seqnos)"
+                            .into(),
+                    )
+                } else {
+                    Some("the last run ended with the channels at different seqnos".into())
+                };
                 if matches!(
                     inner.machine.state(),
                     State::Online | State::GoingOnlineSynchronizing
@@ -266,6 +281,7 @@ impl Service {
                 let pending = pending_error(&error);
                 tracing::error!(error = %error, "OFFLINE:ERROR");
                 inner.last_error = Some(error.to_string());
+                inner.unclean = Some(format!("the last run stopped on an error: {error}"));
                 let _ = inner.machine.apply(Event::Fail(pending));
                 // The rows as the failed run left them.
                 let catalog = self.config.catalog_schema();
@@ -292,7 +308,11 @@ impl Service {
     ///
     /// # Errors
     /// An illegal transition.
-    pub fn go_offline(&self, immediate: bool, at_seqno: Option<u64>) -> Result<State, ControlError> {
+    pub fn go_offline(
+        &self,
+        immediate: bool,
+        at_seqno: Option<u64>,
+    ) -> Result<State, ControlError> {
         let mut inner = self.lock();
         Self::refresh(&mut inner);
         if let Some(at) = at_seqno {
@@ -335,9 +355,7 @@ impl Service {
     ) -> Result<usize, ControlError> {
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
-            Some(path) => {
-                Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?)
-            }
+            Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
             None => None,
         };
         block_on(async {
@@ -373,14 +391,11 @@ impl Service {
         &self,
         f: impl FnOnce(&TransactionQueue) -> Result<T, ControlError>,
     ) -> Result<T, ControlError> {
-        let open = self.lock().run.as_ref().and_then(|r| {
-            r.observer
-                .queue
-                .lock()
-                .expect("observer")
-                .as_ref()
-                .cloned()
-        });
+        let open = self
+            .lock()
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned());
         match open {
             Some(queue) => f(&queue),
             None => {
@@ -426,10 +441,7 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<u64>, Option<String>) {
         return (None, None);
     }
     let lowest = lowest.expect("checked");
-    (
-        lowest.seqno.map(Seqno::get),
-        Some(lowest.event_id.clone()),
-    )
+    (lowest.seqno.map(Seqno::get), Some(lowest.event_id.clone()))
 }
 
 impl ControlHandler for Service {
@@ -666,11 +678,10 @@ impl ControlHandler for Service {
                 inner.machine.state()
             )));
         }
-        if inner.machine.offline_immediate() {
-            return Err(ControlError::illegal_state(
-                "the last offline was immediate (channels may stop at different seqnos): \
-                 go online, then offline without --immediate, then hand back",
-            ));
+        if let Some(reason) = &inner.unclean {
+            return Err(ControlError::illegal_state(format!(
+                "{reason}: go online, then offline without --immediate, then hand back"
+            )));
         }
         let catalog = self.config.catalog_schema();
         let config = self.config.clone();
@@ -703,9 +714,10 @@ impl ControlHandler for Service {
                     seqnos.join(",")
                 )));
             }
-            let position: BinlogPosition = first.event_id.parse().map_err(|e| {
-                failed(format!("restart row event_id {:?}: {e}", first.event_id))
-            })?;
+            let position: BinlogPosition = first
+                .event_id
+                .parse()
+                .map_err(|e| failed(format!("restart row event_id {:?}: {e}", first.event_id)))?;
             let gtid: Option<GtidPos> = if first.gtid.is_empty() {
                 None
             } else {

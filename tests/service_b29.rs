@@ -1,0 +1,298 @@
+//! Case B29 through the real binaries: `shardrep run` takes over replica
+//! 2's native replication, applies the B28 load in parallel, goes offline
+//! cleanly and hands back (`shardrepctl offline`, `shardrepctl handback
+//! --start-slave`); native replication continues with no error and equal
+//! tables; then shardrep takes over again from the native position, with
+//! no gap and no duplicate, and hands back once more. Also: handback is
+//! refused after an unclean stop, and a takeover of a master logging
+//! STATEMENT format stops with OFFLINE:ERROR naming `binlog_format`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+use common::service::{case_sql, drop_everywhere, script_statements, ServiceSpec, TARGET};
+use common::{
+    assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
+    Server,
+};
+
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs `shardrepctl --config <spec> args…`; returns (exit code, stdout,
+/// stderr).
+fn ctl(spec: &ServiceSpec, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args(args)
+        .output()
+        .expect("run shardrepctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ctl_ok(spec: &ServiceSpec, args: &[&str]) -> String {
+    let (code, out, err) = ctl(spec, args);
+    assert_eq!(code, 0, "shardrepctl {args:?} failed:\n{out}\n{err}");
+    out
+}
+
+/// Waits until the service answers on its control socket.
+fn wait_for_socket(spec: &ServiceSpec, process: &mut common::service::ShardrepProcess) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ctl(spec, &["services"]).0 != 0 {
+        assert!(
+            process.running(),
+            "shardrep exited:\n{}",
+            process.log_text()
+        );
+        assert!(std::time::Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn status(spec: &ServiceSpec) -> Value {
+    serde_json::from_str(&ctl_ok(spec, &["status", "--json"])).expect("status JSON")
+}
+
+/// Replica 2 replicating natively from the master's current GTID
+/// position (earlier tests stopped it and applied to it with shardrep).
+async fn native_from_now(sb: &Sandbox) {
+    let mut master = sb.connect(Server::Master).await;
+    let pos: String = master
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut replica = sb.connect(TARGET).await;
+    replica.query_drop("STOP SLAVE").await.unwrap();
+    replica
+        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (pos,))
+        .await
+        .unwrap();
+    replica
+        .query_drop("CHANGE MASTER TO MASTER_USE_GTID = slave_pos; START SLAVE")
+        .await
+        .unwrap();
+}
+
+async fn assert_native_ok(sb: &Sandbox) {
+    wait_replica_caught_up(sb, TARGET, Duration::from_secs(120)).await;
+    let mut replica = sb.connect(TARGET).await;
+    let status = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert!(status.sql_running, "{status:?}");
+    assert_eq!(status.last_errno, 0, "{status:?}");
+}
+
+async fn run_on_master(sb: &Sandbox, sql: &str) {
+    let mut master = sb.connect(Server::Master).await;
+    for statement in script_statements(sql) {
+        master.query_drop(statement.as_str()).await.unwrap();
+    }
+}
+
+/// Waits until the service has applied everything the master has written
+/// (its applied event id equals the master's position).
+async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) {
+    let end = common::service::master_position(sb).await;
+    common::wait_until(
+        "shardrep applied to the master's end",
+        Duration::from_secs(180),
+        || {
+            let end = end.clone();
+            async move {
+                let s = status(spec);
+                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
+                (s["appliedLastEventId"] == end.as_str()).then_some(())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {}", status(spec)));
+}
+
+async fn tables_equal(sb: &Sandbox, schemas: &[String]) {
+    for s in schemas {
+        assert_table_equal(sb, Server::Master, TARGET, s, "ev").await;
+    }
+}
+
+// B29 both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_parallel_apply_handback_and_takeover_again() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    native_from_now(sb).await;
+    let names = ["shard_w1", "shard_w2", "shard_w3", "shard_w4"];
+    let unique: Vec<String> = names.iter().map(|n| unique_schema(n)).collect();
+    let renames: Vec<(&str, &str)> = names
+        .iter()
+        .zip(&unique)
+        .map(|(a, b)| (*a, b.as_str()))
+        .collect();
+    let script = case_sql("B28", &renames);
+    let (setup, _) = script.rsplit_once("CALL ").unwrap();
+    run_on_master(sb, setup).await;
+    assert_native_ok(sb).await;
+
+    let mut spec = ServiceSpec::new("b29", &unique, "takeover");
+    spec.block = 20;
+    spec.write_config(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    let call = format!("CALL {}.load_all(300)", quote_ident(&unique[0]));
+    run_on_master(sb, &call).await;
+    wait_applied_to_master(sb, &spec).await;
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE");
+    assert!(s["serializationCount"].as_u64().unwrap() >= 30, "{s}");
+    tables_equal(sb, &unique).await;
+
+    // Clean offline, handback, native replication continues.
+    ctl_ok(&spec, &["offline"]);
+    let seqnos = spec.restart_seqnos(sb).await;
+    assert!(seqnos.iter().all(|s| *s == seqnos[0]), "{seqnos:?}");
+    let handback = ctl_ok(&spec, &["--json", "handback", "--start-slave"]);
+    let handback: Value = serde_json::from_str(&handback).unwrap();
+    assert_eq!(handback["seqno"].as_i64(), Some(seqnos[0]), "{handback}");
+    run_on_master(
+        sb,
+        &format!(
+            "CALL {w1}.load_all(0); INSERT INTO {w1}.ev VALUES (5001, 'native', 1); \
+             UPDATE {w2}.ev SET n = n + 100 WHERE id = 2; DELETE FROM {w3}.ev WHERE id = 10",
+            w1 = quote_ident(&unique[0]),
+            w2 = quote_ident(&unique[1]),
+            w3 = quote_ident(&unique[2]),
+        ),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    tables_equal(sb, &unique).await;
+
+    // The reverse: take over again from the native position.
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    run_on_master(
+        sb,
+        &format!(
+            "INSERT INTO {w4}.ev VALUES (6001, 'again', 2); \
+             START TRANSACTION; UPDATE {w1}.ev SET n = n + 1 WHERE id = 1; \
+             UPDATE {w4}.ev SET n = n + 1 WHERE id = 6001; COMMIT",
+            w1 = quote_ident(&unique[0]),
+            w4 = quote_ident(&unique[3]),
+        ),
+    )
+    .await;
+    wait_applied_to_master(sb, &spec).await;
+    tables_equal(sb, &unique).await;
+    let mut replica = sb.connect(TARGET).await;
+    let sql_running: Option<mysql_async::Row> =
+        replica.query_first("SHOW SLAVE STATUS").await.unwrap();
+    let sql_running: String = sql_running.unwrap().get("Slave_SQL_Running").unwrap();
+    assert_eq!(
+        sql_running, "No",
+        "shardrep stopped native replication again"
+    );
+
+    // Unclean: an immediate offline, then handback is refused.
+    ctl_ok(&spec, &["offline", "--immediate"]);
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("immediate"), "{err}");
+    // Rows at different seqnos (as after a kill -9) are refused too.
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    ctl_ok(&spec, &["offline"]);
+    replica
+        .query_drop(format!(
+            "UPDATE {}.restart_position SET seqno = seqno - 1 WHERE channel = 0",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("different seqnos"), "{err}");
+    replica
+        .query_drop(format!(
+            "UPDATE {}.restart_position SET seqno = seqno + 1 WHERE channel = 0",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    run_on_master(
+        sb,
+        &format!(
+            "INSERT INTO {w2}.ev VALUES (7001, 'native again', 3)",
+            w2 = quote_ident(&unique[1])
+        ),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    tables_equal(sb, &unique).await;
+
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    drop_everywhere(sb, &unique).await;
+    spec.remove(sb).await;
+}
+
+// Takeover refuses a master that logs STATEMENT format, naming the
+// setting, its expected and actual value; the service is OFFLINE:ERROR and
+// the replica's native replication is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_refuses_a_statement_format_master() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    native_from_now(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop("SET GLOBAL binlog_format = 'STATEMENT'")
+        .await
+        .unwrap();
+    let spec = ServiceSpec::new("stmt", &[], "takeover");
+    spec.write_config(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let waited = ctl(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    master
+        .query_drop("SET GLOBAL binlog_format = 'ROW'")
+        .await
+        .unwrap();
+    assert_eq!(waited.0, 0, "{waited:?}");
+    let s = status(&spec);
+    let message = s["pendingError"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("binlog_format")
+            && message.contains("ROW")
+            && message.contains("STATEMENT"),
+        "{s}"
+    );
+    assert_native_ok(sb).await;
+    assert!(process.terminate());
+    spec.remove(sb).await;
+}
