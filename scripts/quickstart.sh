@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine: install what is missing, build shardrep,
 # start the sandbox (master + native replica), load a sharded sysbench
-# dataset, let the native replica fall behind under a write load, catch up,
-# and verify master and replica with CHECKSUM TABLE.
+# dataset (8 schemas), then:
+#   1. native baseline: stop the replica, run a write load, time native
+#      single-threaded catch-up;
+#   2. shardrep: stop the replica again, run the same load, take the replica
+#      over with shardrep (8 channels), show `shardrepctl status` while it
+#      catches up, go offline cleanly and hand back to native replication;
+#   3. run more load under native replication and verify master and replica
+#      with CHECKSUM TABLE.
+# Prints a report and exits non-zero if anything differs.
 #
-# Today shardrep cannot take over a native replica yet (takeover, handback
-# and the control CLI are still to come): this run measures the native
-# single-threaded catch-up that shardrep's will be compared with, and says so.
-#
-# Usage: scripts/quickstart.sh [--schemas N] [--load-secs S] [--table-size N]
+# Usage: scripts/quickstart.sh [--schemas N] [--load-secs S] [--table-size N] [--channels N]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/lib.sh
 
-schemas=8 load_secs=20 table_size=10000
+schemas=8 load_secs=20 table_size=10000 channels=8
 while [ $# -gt 0 ]; do
     case "$1" in
         --schemas) schemas=$2 ;;
         --load-secs) load_secs=$2 ;;
         --table-size) table_size=$2 ;;
+        --channels) channels=$2 ;;
         *) die "quickstart.sh: unknown option $1" ;;
     esac
     shift 2
@@ -48,35 +52,131 @@ wait_replica() {   # wait until replica1 has executed the master's current GTID 
     local rc; rc=$(sandbox_sql replica1 -N -B -e "SELECT MASTER_GTID_WAIT('$pos', ${1:-600})")
     [ "$rc" = 0 ] || die "replica1 did not reach $pos"
 }
+master_pos() { sandbox_sql master -N -B -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}'; }
+load_txns() { awk '/transactions:/ {s += $2} END {print s + 0}' "${TMPDIR:-/tmp}"/shardrep-workload-sb*.log; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN {printf "%.0f", (s > 0 ? n / s : 0)}'; }
+json_field() { python3 -c 'import json,sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"; }
+
 wait_replica
+sandbox_sql replica1 -e 'START SLAVE'
 
-say "stopping the replica's SQL thread so it falls behind"
-sandbox_sql replica1 -e 'STOP SLAVE SQL_THREAD'
-start_bytes=$(sandbox_sql master -N -B -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}')
+# 1. Native baseline.
+say "native baseline: stopping the replica so it falls behind"
+sandbox_sql replica1 -e 'STOP SLAVE'
 scripts/workload.sh run --schemas "$schemas" --time "$load_secs"
-end=$(sandbox_sql master -N -B -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}')
-txns=$(awk '/transactions:/ {s += $2} END {print s + 0}' "${TMPDIR:-/tmp}"/shardrep-workload-sb*.log)
-
-echo
-echo "shardrep cannot take over a native replica and hand it back yet, so this run"
-echo "measures native single-threaded catch-up only (the baseline shardrep must beat)."
-echo
-
-say "native replication catching up from $start_bytes to $end ($txns transactions)"
+native_txns=$(load_txns)
+say "native single-threaded replication catching up ($native_txns transactions)"
 t0=$(date +%s.%N)
-sandbox_sql replica1 -e 'START SLAVE SQL_THREAD'
+sandbox_sql replica1 -e 'START SLAVE'
 wait_replica 3600
 t1=$(date +%s.%N)
+native_secs=$(elapsed "$t0" "$t1")
+
+# 2. shardrep: takeover, parallel catch-up, clean offline, handback.
+work=$PWD/target/quickstart
+mkdir -p "$work"
+service=quickstart
+port_master=$(sandbox_port master)
+port_replica=$(sandbox_port replica1)
+{
+    echo "shard_id master critical"
+    for s in $list; do echo "$s $service false"; done
+} > "$work/shard.map"
+cat > "$work/shardrep.toml" <<TOML
+# Written by scripts/quickstart.sh: service $service takes over replica1.
+[service]
+name = "$service"
+[source]
+kind = "live"
+host = "$SANDBOX_HOST"
+port = $port_master
+user = "$SANDBOX_USER"
+password_env = "SHARDREP_PASSWORD"
+server_id = 101
+start = "takeover"
+[replica]
+host = "$SANDBOX_HOST"
+port = $port_replica
+user = "$SANDBOX_USER"
+password_env = "SHARDREP_PASSWORD"
+[queue]
+dir = "$work/queue"
+[apply]
+channels = $channels
+[shard_filter]
+map_file = "$work/shard.map"
+unknown_shard_policy = "accept"
+[control]
+socket = "$work/control.sock"
+TOML
+export SHARDREP_PASSWORD=$SANDBOX_PASSWORD
+ctl() { ./target/release/shardrepctl --config "$work/shardrep.toml" "$@"; }
+# A fresh service: no queue, no restart position, so it takes over.
+rm -rf "$work/queue"
+sandbox_sql replica1 -e "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS shardrep_$service"
+
+say "shardrep: stopping the replica so it falls behind again"
+sandbox_sql replica1 -e 'STOP SLAVE'
+scripts/workload.sh run --schemas "$schemas" --time "$load_secs"
+shardrep_txns=$(load_txns)
+end=$(master_pos)
+say "shardrep taking over replica1 with $channels channels ($shardrep_txns transactions to apply; master at $end)"
+t0=$(date +%s.%N)
+SHARDREP_LOG=${SHARDREP_LOG:-info} ./target/release/shardrep run --config "$work/shardrep.toml" 2> "$work/shardrep.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+    ctl services >/dev/null 2>&1 && break
+    kill -0 $pid 2>/dev/null || { tail -20 "$work/shardrep.log"; die "shardrep exited"; }
+    sleep 0.1
+done
+ctl wait --state ONLINE --timeout-secs 120 >/dev/null || { tail -20 "$work/shardrep.log"; die "shardrep did not go online"; }
+last_print=0
+while :; do
+    json=$(ctl --json status) || { tail -20 "$work/shardrep.log"; die "shardrepctl status failed"; }
+    state=$(json_field "$json" state)
+    [ "$state" = "OFFLINE:ERROR" ] && { ctl status; die "shardrep stopped on an error"; }
+    [ "$(json_field "$json" appliedLastEventId)" = "$end" ] && break
+    now=$(date +%s)
+    if [ $((now - last_print)) -ge 3 ]; then
+        last_print=$now
+        echo "--- shardrepctl status"
+        ctl status | grep -E '^(state|appliedLastSeqno|appliedLastEventId|appliedLatency|relativeLatency|channels|serializationCount|maximumStoredSeqNo) ' || true
+    fi
+    sleep 0.2
+done
+t1=$(date +%s.%N)
+shardrep_secs=$(elapsed "$t0" "$t1")
+echo "--- shardrepctl status"
+ctl status
+say "caught up: going offline cleanly and handing back to native replication"
+ctl offline --timeout-secs 120
+ctl handback --start-slave
+kill -TERM $pid
+wait $pid || die "shardrep did not stop cleanly (see $work/shardrep.log)"
+trap - EXIT
+
+# 3. Native replication continues.
+say "more load under native replication after the handback"
+scripts/workload.sh run --schemas "$schemas" --time 5
+wait_replica 600
+slave=$(sandbox_sql replica1 -e 'SHOW SLAVE STATUS\G')
+echo "$slave" | grep -E 'Slave_(IO|SQL)_Running:|Last_Errno:'
+echo "$slave" | grep -q 'Slave_SQL_Running: Yes' || die "native replication is not running after the handback"
+echo "$slave" | grep -q 'Last_Errno: 0' || die "native replication has an error after the handback"
 
 say "verifying master and replica1"
 scripts/verify.sh master replica1 $list
 
-secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
-rate=$(awk -v n="$txns" -v s="$secs" 'BEGIN {printf "%.0f", (s > 0 ? n / s : 0)}')
+native_rate=$(rate "$native_txns" "$native_secs")
+shardrep_rate=$(rate "$shardrep_txns" "$shardrep_secs")
+ratio=$(awk -v a="$shardrep_rate" -v b="$native_rate" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
 echo
 echo "== quickstart report"
-printf '%-36s %s\n' "schemas" "$schemas"
-printf '%-36s %s\n' "backlog (transactions)" "$txns"
-printf '%-36s %s s (%s transactions/s)\n' "native single-threaded catch-up" "$secs" "$rate"
-printf '%-36s %s\n' "shardrep catch-up" "not implemented yet"
-printf '%-36s %s\n' "checksums master = replica1" "identical"
+printf '%-40s %s\n' "schemas" "$schemas"
+printf '%-40s %s transactions in %s s (%s/s)\n' "native single-threaded catch-up" "$native_txns" "$native_secs" "$native_rate"
+printf '%-40s %s transactions in %s s (%s/s)\n' "shardrep catch-up ($channels channels)" "$shardrep_txns" "$shardrep_secs" "$shardrep_rate"
+printf '%-40s %sx\n' "shardrep / native (transactions/s)" "$ratio"
+printf '%-40s %s\n' "handback" "native replication running, Last_Errno 0"
+printf '%-40s %s\n' "checksums master = replica1" "identical"

@@ -120,7 +120,9 @@ async fn sharded_catch_up_without_block_commit_matches_the_master() {
 
 // One transaction on one channel with block commit off: the replica sees,
 // on the channel's connection, START TRANSACTION, the DML, the restart-row
-// UPDATE and COMMIT, in that order (from the replica's general log).
+// UPDATE and COMMIT, in that order (from the replica's general log; the
+// first four arrive in one multi-statement query, COMMIT after their
+// replies are checked).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_transaction_is_begin_dml_restart_row_commit() {
     let sb = sandbox();
@@ -159,14 +161,16 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
     // around that transaction.
     let thread: u64 = replica
         .exec_first(
-            "SELECT thread_id FROM mysql.general_log WHERE command_type = 'Execute' \
-             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('INSERT INTO `', ?, '`%') LIMIT 1",
+            "SELECT thread_id FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') \
+             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('%INSERT INTO `', ?, '`%') LIMIT 1",
             (schema.as_str(),),
         )
         .await
         .unwrap()
         .expect("the channel's INSERT is in the general log");
-    let log: Vec<String> = replica
+    // Row-only blocks go as one multi-statement query (statements joined
+    // by ";\n"), then COMMIT once every reply is checked.
+    let entries: Vec<String> = replica
         .exec(
             "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
              WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
@@ -174,17 +178,16 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         )
         .await
         .unwrap();
+    let log: Vec<String> = entries
+        .iter()
+        .flat_map(|e| e.split(";\n").map(str::to_string).collect::<Vec<_>>())
+        .collect();
     let begin = log
         .iter()
         .position(|s| s == "START TRANSACTION")
         .expect("START TRANSACTION");
-    let steps: Vec<&str> = log[begin..]
-        .iter()
-        .map(|s| s.as_str())
-        .take_while(|s| *s != "COMMIT")
-        .chain(std::iter::once("COMMIT"))
-        .collect();
-    assert_eq!(steps.len(), 5, "{steps:?}");
+    let steps: Vec<&str> = log[begin..].iter().map(|s| s.as_str()).take(5).collect();
+    assert_eq!(steps.len(), 5, "{log:?}");
     assert_eq!(steps[0], "START TRANSACTION");
     assert!(
         steps[1].starts_with(&format!("INSERT INTO `{schema}`.`t`")),

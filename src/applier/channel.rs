@@ -697,6 +697,22 @@ impl Channel {
                 .await
                 .map_err(|e| (self.error_at(Some((txn, *epoch)), &sql, &e), Some(e)))?;
         }
+        if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
+            match self.try_block_batched(todo, marker).await {
+                Ok(()) => return Ok(()),
+                Err((error, _)) => {
+                    // Errors are reported by the statement-at-a-time path:
+                    // run the block again that way (the batch's transaction
+                    // was rolled back), and let it fail or succeed on its own.
+                    tracing::debug!(
+                        channel = self.settings.channel.get(),
+                        error = %error,
+                        "batched block failed; running it statement by statement"
+                    );
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                }
+            }
+        }
         self.exec_text("START TRANSACTION", None).await?;
         for (txn, epoch) in todo {
             self.apply_txn(txn, *epoch).await?;
@@ -708,6 +724,244 @@ impl Channel {
             .await?;
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
         Ok(())
+    }
+
+    /// A block of row changes only, sent as few multi-statement queries
+    /// (one round trip per [`BATCH_BYTES`] of SQL instead of one per row
+    /// change): `START TRANSACTION; <statements>; <restart row>; COMMIT`.
+    /// Values go in as literals built by [`crate::applier::sql::literal`]
+    /// (the channel's session is `SET NAMES binary` with backslash
+    /// escapes). Each statement's affected-row count is checked as with
+    /// prepared statements; the server stops at the first error, which is
+    /// reported for the statement that caused it.
+    async fn try_block_batched(
+        &mut self,
+        todo: &[&(Arc<Transaction>, u64)],
+        marker: &Marker,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        // What each statement of the batch must affect, to check replies.
+        struct Check {
+            txn: usize,
+            statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
+            /// The restart-row update: exactly 1 row.
+            restart: bool,
+        }
+        let mut queries: Vec<(String, Vec<Check>)> = Vec::new();
+        let mut text = String::from("START TRANSACTION");
+        let mut checks = vec![Check {
+            txn: 0,
+            statement: None,
+            restart: false,
+        }];
+        let mut planned = Vec::new();
+        let push = |text: &mut String,
+                    checks: &mut Vec<Check>,
+                    queries: &mut Vec<(String, Vec<Check>)>,
+                    sql: &str,
+                    check: Check| {
+            if text.len() + sql.len() > BATCH_BYTES && !checks.is_empty() {
+                queries.push((std::mem::take(text), std::mem::take(checks)));
+            }
+            if !text.is_empty() {
+                text.push_str(";\n");
+            }
+            text.push_str(sql);
+            checks.push(check);
+        };
+        let mut sql = String::new();
+        for (index, (txn, epoch)) in todo.iter().enumerate() {
+            for change in &txn.changes {
+                let Change::Rows(rows) = change else {
+                    continue;
+                };
+                let info = txn.table_of(rows);
+                let table = self.replica_table(info).await.map_err(|e| {
+                    (
+                        self.error_at(Some((txn, *epoch)), "SELECT … FROM information_schema", &e),
+                        Some(e),
+                    )
+                })?;
+                let fk_off = rows.foreign_key_checks_off();
+                if fk_off {
+                    push(
+                        &mut text,
+                        &mut checks,
+                        &mut queries,
+                        "SET foreign_key_checks = 0",
+                        Check {
+                            txn: index,
+                            statement: None,
+                            restart: false,
+                        },
+                    );
+                }
+                planned.clear();
+                let columns = fix_signedness(&info.columns, &table.unsigned);
+                if let Err(message) = self
+                    .builder
+                    .plan(rows, &columns, &table.shape, &mut planned)
+                {
+                    return Err((self.plain_error(txn, String::new(), 0, message), None));
+                }
+                for statement in planned.drain(..) {
+                    sql.clear();
+                    crate::applier::sql::interpolate(&statement.sql, &statement.params, &mut sql)
+                        .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
+                    push(
+                        &mut text,
+                        &mut checks,
+                        &mut queries,
+                        &sql,
+                        Check {
+                            txn: index,
+                            statement: Some((statement, table.clone())),
+                            restart: false,
+                        },
+                    );
+                }
+                if fk_off {
+                    push(
+                        &mut text,
+                        &mut checks,
+                        &mut queries,
+                        "SET foreign_key_checks = 1",
+                        Check {
+                            txn: index,
+                            statement: None,
+                            restart: false,
+                        },
+                    );
+                }
+            }
+        }
+        let last_index = todo.len() - 1;
+        let (last, epoch) = todo[last_index];
+        let row = marker.row(self.settings.channel.get());
+        let params = match restart::update_params(&row, last.commit_timestamp) {
+            Params::Positional(p) => p,
+            _ => Vec::new(),
+        };
+        sql.clear();
+        crate::applier::sql::interpolate(
+            &restart::update_statement(&self.settings.catalog),
+            &params,
+            &mut sql,
+        )
+        .map_err(|m| (self.plain_error(last, String::new(), 0, m), None))?;
+        push(
+            &mut text,
+            &mut checks,
+            &mut queries,
+            &sql,
+            Check {
+                txn: last_index,
+                statement: None,
+                restart: true,
+            },
+        );
+        queries.push((text, checks));
+
+        for (query, checks) in &queries {
+            let mut affected = Vec::with_capacity(checks.len());
+            let outcome: Result<(), mysql_async::Error> = async {
+                let mut result = self.conn.query_iter(query.as_str()).await?;
+                loop {
+                    affected.push(result.affected_rows());
+                    if result.is_empty() {
+                        break;
+                    }
+                    result.collect::<mysql_async::Row>().await?;
+                }
+                Ok(())
+            }
+            .await;
+            // Short counts first (they come before any later error).
+            for (check, &n) in checks.iter().zip(&affected) {
+                if let Some(e) =
+                    self.check_affected(todo, check.txn, &check.statement, check.restart, n, &row)
+                {
+                    return Err((e, None));
+                }
+            }
+            if let Err(e) = outcome {
+                // The connection's state after an error inside a
+                // multi-statement reply is not trusted: start afresh (this
+                // also rolls the open transaction back).
+                if let Err(reconnect) = self.reconnect().await {
+                    tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
+                }
+                // The server stopped at the statement after the last reply.
+                let check = checks
+                    .get(affected.len())
+                    .or(checks.last())
+                    .expect("non-empty batch");
+                let (txn, epoch) = todo[check.txn];
+                let failed_sql = check
+                    .statement
+                    .as_ref()
+                    .map_or_else(|| elide(query), |(s, _)| s.sql.to_string());
+                return Err((self.error_at(Some((txn, *epoch)), &failed_sql, &e), Some(e)));
+            }
+        }
+        // Every count checked: only now commit (a divergence must never
+        // commit with the restart row).
+        self.exec_text("COMMIT", Some((last, *epoch))).await?;
+        Ok(())
+    }
+
+    /// The divergence or restart-row error for one batched statement's
+    /// affected-row count, if it is short.
+    fn check_affected(
+        &self,
+        todo: &[&(Arc<Transaction>, u64)],
+        txn: usize,
+        statement: &Option<(PlannedStatement, Arc<ReplicaTable>)>,
+        restart: bool,
+        affected: u64,
+        row: &RestartRow,
+    ) -> Option<ApplyError> {
+        let (t, _) = todo[txn];
+        if restart && affected != 1 {
+            return Some(self.plain_error(
+                t,
+                restart::update_statement(&self.settings.catalog),
+                0,
+                format!(
+                    "the restart row of channel {} is missing or ahead of seqno {}: \
+                     it never moves backwards",
+                    row.channel,
+                    row.seqno.map_or(-1, |s| s.get() as i64)
+                ),
+            ));
+        }
+        let (statement, table) = statement.as_ref()?;
+        if affected < statement.expected_rows && statement.kind != RowKind::Insert {
+            return Some(self.plain_error(
+                t,
+                elide(&statement.sql),
+                crate::applier::retry::ER_KEY_NOT_FOUND,
+                divergence_message(statement, &table.shape, affected),
+            ));
+        }
+        None
+    }
+
+    fn plain_error(
+        &self,
+        txn: &Transaction,
+        sql: String,
+        code: u16,
+        message: String,
+    ) -> ApplyError {
+        ApplyError {
+            channel: self.settings.channel.get(),
+            seqno: txn.seqno.get(),
+            event_id: txn.end_position.to_string(),
+            shard: txn.shard.clone(),
+            sql,
+            code,
+            message,
+        }
     }
 
     async fn update_row(
@@ -907,19 +1161,7 @@ impl Channel {
                     shard: txn.shard.clone(),
                     sql: elide(&statement.sql),
                     code: crate::applier::retry::ER_KEY_NOT_FOUND,
-                    message: format!(
-                        "{} of {}.{} matched {affected} of {} rows ({}): the replica has \
-                         diverged from the master (row not found)",
-                        match statement.kind {
-                            RowKind::Update => "UPDATE",
-                            RowKind::Delete => "DELETE",
-                            RowKind::Insert => "INSERT",
-                        },
-                        quote_ident(&shape.schema),
-                        quote_ident(&shape.table),
-                        statement.expected_rows,
-                        describe_match(statement, shape)
-                    ),
+                    message: divergence_message(statement, shape, affected),
                 },
                 None,
             ));
@@ -1062,6 +1304,35 @@ impl Channel {
         self.shapes.insert(key, table.clone());
         Ok(table)
     }
+}
+
+/// Most bytes of SQL text in one multi-statement query of a batched block.
+pub const BATCH_BYTES: usize = 1 << 20;
+
+/// Whether a transaction holds only row changes (and annotations): such
+/// transactions are applied in batched blocks.
+fn rows_only(txn: &Transaction) -> bool {
+    txn.changes
+        .iter()
+        .all(|c| matches!(c, Change::Rows(_) | Change::Annotation(_)))
+}
+
+/// The message of an UPDATE/DELETE that matched fewer rows than the
+/// master changed.
+fn divergence_message(statement: &PlannedStatement, shape: &TableShape, affected: u64) -> String {
+    format!(
+        "{} of {}.{} matched {affected} of {} rows ({}): the replica has \
+         diverged from the master (row not found)",
+        match statement.kind {
+            RowKind::Update => "UPDATE",
+            RowKind::Delete => "DELETE",
+            RowKind::Insert => "INSERT",
+        },
+        quote_ident(&shape.schema),
+        quote_ident(&shape.table),
+        statement.expected_rows,
+        describe_match(statement, shape)
+    )
 }
 
 /// `key `id` = 2` (or `row `a` = 1, `b` = NULL` for a table without a

@@ -644,3 +644,91 @@ mod tests {
         );
     }
 }
+
+/// A bound parameter as an SQL literal for the channel's session (`SET
+/// NAMES binary`, backslash escapes on): strings quoted and escaped by
+/// mysql_common (`Value::as_sql`), bytes that are not UTF-8 as a hex
+/// literal, FLOAT/DOUBLE in exponent form (`1.5e0`: parsed as a double,
+/// exact for every finite value), dates and times quoted.
+pub fn literal(param: &Param) -> String {
+    match param {
+        Param::Float(f) => format!("{f:e}"),
+        Param::Double(d) => format!("{d:e}"),
+        other => other.as_sql(false),
+    }
+}
+
+/// `template` with each `?` placeholder outside quoted identifiers and
+/// string literals replaced by the literal of the next parameter (see
+/// [`literal`]). Used to send a whole block as one multi-statement query.
+///
+/// # Errors
+/// A message when the placeholders and parameters do not pair up.
+pub fn interpolate(template: &str, params: &[Param], out: &mut String) -> Result<(), String> {
+    let mut params = params.iter();
+    let mut quote: Option<char> = None;
+    for c in template.chars() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '`' | '\'' | '"' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                '?' => {
+                    let p = params
+                        .next()
+                        .ok_or_else(|| format!("too few parameters for {template:?}"))?;
+                    out.push_str(&literal(p));
+                }
+                _ => out.push(c),
+            },
+        }
+    }
+    if params.next().is_some() {
+        return Err(format!("too many parameters for {template:?}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod literal_tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_inside_quotes_are_left_alone() {
+        let mut out = String::new();
+        interpolate(
+            "UPDATE `a?b`.`t` SET `c` = ? WHERE `k?` = ? AND x = '?'",
+            &[Param::Bytes(b"it's".to_vec()), Param::Int(-5)],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "UPDATE `a?b`.`t` SET `c` = 'it\\'s' WHERE `k?` = -5 AND x = '?'"
+        );
+        assert!(interpolate("? ?", &[Param::Int(1)], &mut String::new()).is_err());
+        assert!(interpolate("?", &[Param::Int(1), Param::Int(2)], &mut String::new()).is_err());
+    }
+
+    #[test]
+    fn literals_keep_values_exact() {
+        assert_eq!(literal(&Param::NULL), "NULL");
+        assert_eq!(literal(&Param::Double(0.1)), "1e-1");
+        assert_eq!(literal(&Param::Double(1e-300)), "1e-300");
+        assert_eq!(literal(&Param::Float(3.4028235e38)), "3.4028235e38");
+        assert_eq!(literal(&Param::Bytes(vec![0xff, 0x00, b'\''])), "0xFF0027");
+        assert_eq!(literal(&Param::Bytes(b"a\\b\0".to_vec())), "'a\\\\b\\0'");
+        assert_eq!(
+            literal(&Param::Date(2024, 2, 29, 12, 0, 1, 5)),
+            "'2024-02-29 12:00:01.000005'"
+        );
+        assert_eq!(literal(&Param::UInt(u64::MAX)), "18446744073709551615");
+    }
+}
