@@ -298,6 +298,10 @@ impl Service {
             }
         }
         inner.run = None;
+        // `online --until-seqno` and `offline --at-seqno` belonged to the
+        // run that ended: nothing is pending any more.
+        inner.until_seqno = None;
+        inner.offline_at_seqno = None;
         drop(inner);
         let (lock, changed) = &*self.run_ended;
         *lock.lock().expect("run-ended lock") += 1;
