@@ -188,6 +188,20 @@ impl Service {
                 inner.machine.state()
             )));
         }
+        if let Some(until) = until_seqno {
+            if let Some(beyond) = inner
+                .last_rows
+                .iter()
+                .filter_map(|r| r.seqno.map(Seqno::get))
+                .filter(|&s| s > until)
+                .max()
+            {
+                return Err(ControlError::illegal_state(format!(
+                    "online --until-seqno {until}: seqno {beyond} is already applied; \
+                     name a seqno of at least {beyond}"
+                )));
+            }
+        }
         let state = inner.machine.apply(Event::Online)?;
         let run = ActiveRun {
             stop: Arc::new(AtomicBool::new(false)),
@@ -326,6 +340,21 @@ impl Service {
                     inner.machine.state()
                 )));
             };
+            // The scheduler stops once it is past `at`: a seqno it has
+            // already gone beyond cannot be stopped at.
+            let handled = run
+                .observer
+                .counters
+                .lock()
+                .expect("observer")
+                .as_ref()
+                .and_then(|c| c.handled_next.load(Ordering::Acquire).checked_sub(1));
+            if let Some(handled) = handled.filter(|&h| h > at) {
+                return Err(ControlError::illegal_state(format!(
+                    "offline --at-seqno {at}: seqno {handled} is already handled; \
+                     name a seqno of at least {handled}, or use offline"
+                )));
+            }
             run.stop_at.store(at, Ordering::Release);
             inner.offline_at_seqno = Some(at);
             return Ok(inner.machine.state());
