@@ -59,8 +59,10 @@ struct Inner {
     run: Option<ActiveRun>,
     /// Restart rows as last read or left by a run.
     last_rows: Vec<RestartRow>,
-    /// Counters of the last run (dispatched, dropped, barriers, skipped).
-    last_counts: (u64, u64, u64, u64),
+    /// Counters of the runs that ended (dropped, barriers, skipped):
+    /// status adds the current run's to them ("since the service
+    /// started").
+    totals: (u64, u64, u64),
     /// Stored seqno range of the queue when last seen.
     last_stored: (Option<u64>, Option<u64>),
     until_seqno: Option<u64>,
@@ -118,7 +120,7 @@ impl Service {
                 machine: StateMachine::new(),
                 run: None,
                 last_rows: rows,
-                last_counts: (0, 0, 0, 0),
+                totals: (0, 0, 0),
                 last_stored: (None, None),
                 until_seqno: None,
                 offline_at_seqno: None,
@@ -254,18 +256,18 @@ impl Service {
                 queue.max_seqno().map(Seqno::get),
             );
         }
+        // Counted whether the run ended cleanly or on an error.
+        if let Some(counters) = observer.counters.lock().expect("observer").as_ref() {
+            inner.totals.0 += counters.dropped.load(Ordering::Relaxed);
+            inner.totals.1 += counters.serializations.load(Ordering::Relaxed);
+            inner.totals.2 += counters.skipped.load(Ordering::Relaxed);
+        }
         let immediate = options
             .immediate
             .as_ref()
             .is_some_and(|i| i.load(Ordering::Acquire));
         match result {
             Ok(report) => {
-                inner.last_counts = (
-                    report.dispatched,
-                    report.dropped,
-                    report.serializations,
-                    report.skipped,
-                );
                 let clean = !immediate
                     && report
                         .restart_rows
@@ -496,8 +498,7 @@ impl ControlHandler for Service {
         let (seqno, event_id) = applied_summary(&inner.last_rows);
         status.applied_last_seqno = seqno;
         status.applied_last_event_id = event_id;
-        let (dispatched, dropped, barriers, skipped) = inner.last_counts;
-        let _ = dispatched;
+        let (dropped, barriers, skipped) = inner.totals;
         status.dropped_count = dropped;
         status.serialization_count = barriers;
         status.skipped_count = skipped;
@@ -506,9 +507,9 @@ impl ControlHandler for Service {
         if let Some(run) = &inner.run {
             let o = &run.observer;
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
-                status.dropped_count = counters.dropped.load(Ordering::Relaxed);
-                status.serialization_count = counters.serializations.load(Ordering::Relaxed);
-                status.skipped_count = counters.skipped.load(Ordering::Relaxed);
+                status.dropped_count += counters.dropped.load(Ordering::Relaxed);
+                status.serialization_count += counters.serializations.load(Ordering::Relaxed);
+                status.skipped_count += counters.skipped.load(Ordering::Relaxed);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
                 status.minimum_stored_seq_no = queue.min_seqno().map(Seqno::get);
