@@ -518,14 +518,27 @@ impl ControlHandler for Service {
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
-                status.applied_last_seqno = progress.minimum().map(Seqno::get);
-                let lowest = (0..channels)
-                    .filter_map(|c| progress.committed(c).map(|s| (s, c)))
-                    .min();
-                if let Some((_, c)) = lowest {
-                    if let Some((m, latency)) = &markers[c] {
+                let applied = progress.minimum();
+                status.applied_last_seqno = applied.map(Seqno::get);
+                // The event id of exactly that seqno: a channel's marker of
+                // this run, else the restart row a channel started the run
+                // at (a channel whose row was already there records no
+                // marker, e.g. after an error on another channel).
+                let marker = markers
+                    .iter()
+                    .flatten()
+                    .find(|(m, _)| Some(m.seqno) == applied);
+                match marker {
+                    Some((m, latency)) => {
                         status.applied_last_event_id = Some(m.event_id.clone());
                         status.applied_latency = Some(*latency);
+                    }
+                    None => {
+                        status.applied_last_event_id = inner
+                            .last_rows
+                            .iter()
+                            .find(|r| applied.is_some() && r.seqno == applied)
+                            .map(|r| r.event_id.clone());
                     }
                 }
                 let newest = markers
