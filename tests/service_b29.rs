@@ -15,8 +15,8 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    case_sql, ctl, ctl_ok, drop_everywhere, script_statements, status, wait_for_socket,
-    ServiceSpec, TARGET,
+    case_sql, ctl, ctl_ok, drop_everywhere, script_statements, status, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, TARGET,
 };
 use common::{
     assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
@@ -62,26 +62,6 @@ async fn run_on_master(sb: &Sandbox, sql: &str) {
     for statement in script_statements(sql) {
         master.query_drop(statement.as_str()).await.unwrap();
     }
-}
-
-/// Waits until the service has applied everything the master has written
-/// (its applied event id equals the master's position).
-async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) {
-    let end = common::service::master_position(sb).await;
-    common::wait_until(
-        "shardrep applied to the master's end",
-        Duration::from_secs(180),
-        || {
-            let end = end.clone();
-            async move {
-                let s = status(spec);
-                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
-                (s["appliedLastEventId"] == end.as_str()).then_some(())
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}: {}", status(spec)));
 }
 
 async fn tables_equal(sb: &Sandbox, schemas: &[String]) {

@@ -9,14 +9,12 @@
 
 mod common;
 
-use std::time::Duration;
-
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    ctl, ctl_ok, ctl_with_stdin, master_position, status, stop_target_slave, wait_for_socket,
-    ServiceSpec, ShardrepProcess, TARGET,
+    ctl, ctl_ok, ctl_with_stdin, master_position, status, stop_target_slave,
+    wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
@@ -95,27 +93,6 @@ async fn schema_exists(sb: &Sandbox, server: Server, schema: &str) -> bool {
         .await
         .unwrap();
     n == Some(1)
-}
-
-/// Waits until the service has applied everything the master has written
-/// (its applied event id is the master's position), failing at once on
-/// OFFLINE:ERROR.
-async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) -> Value {
-    let end = master_position(sb).await;
-    common::wait_until(
-        "shardrep applied to the master's end",
-        Duration::from_secs(120),
-        || {
-            let end = end.clone();
-            async move {
-                let s = status(spec);
-                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
-                (s["appliedLastEventId"] == end.as_str()).then_some(s)
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e} ({end}): {}", status(spec)))
 }
 
 /// `shardrepctl --json args…` (must exit 0), parsed.

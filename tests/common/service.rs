@@ -349,6 +349,27 @@ pub fn wait_for_socket(spec: &ServiceSpec, process: &mut ShardrepProcess) {
     }
 }
 
+/// Waits until the service has applied everything the master has written
+/// (its applied event id is the master's position), failing at once on
+/// OFFLINE:ERROR.
+pub async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) -> serde_json::Value {
+    let end = master_position(sb).await;
+    super::wait_until(
+        "shardrep applied to the master's end",
+        std::time::Duration::from_secs(180),
+        || {
+            let end = end.clone();
+            async move {
+                let s = status(spec);
+                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
+                (s["appliedLastEventId"] == end.as_str()).then_some(s)
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e} ({end}): {}", status(spec)))
+}
+
 /// The master's binlog position now (`FILE:POS`).
 pub async fn master_position(sb: &Sandbox) -> String {
     let options = LiveOptions::new(
