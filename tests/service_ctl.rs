@@ -765,3 +765,61 @@ async fn definite_error_then_online_skip_seqno() {
     assert!(!schema_exists(sb, TARGET, &b).await);
     cleanup(sb, &spec, process, &[a, b]).await;
 }
+
+// offline --handback: a clean offline, then the replica's native
+// replication is pointed at the position after the last applied seqno
+// (not started); the service forgets its queue and restart rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_handback_points_native_replication_after_the_last_seqno() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("ctlh", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    let applied = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(applied["appliedLastSeqno"], 4, "{applied}");
+    let out = ctl_ok(&spec, &["--json", "offline", "--handback"]);
+    let mut lines = out.lines();
+    let offline: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        offline,
+        serde_json::json!({"state": "OFFLINE:NORMAL", "appliedLastSeqno": 4})
+    );
+    let handback: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(lines.next(), None);
+    assert_eq!(handback["seqno"], 4, "{handback}");
+    assert_eq!(handback["slaveStarted"], false, "{handback}");
+    let end = format!(
+        "{}:{}",
+        handback["masterLogFile"].as_str().unwrap(),
+        handback["masterLogPos"]
+    );
+    assert_eq!(end, applied["appliedLastEventId"].as_str().unwrap());
+    let mut replica = sb.connect(TARGET).await;
+    let slave = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert!(!slave.sql_running, "{slave:?}");
+    if handback["useGtid"] == true {
+        let pos: String = replica
+            .query_first("SELECT @@gtid_slave_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pos, handback["gtidSlavePos"].as_str().unwrap());
+    }
+    // The service forgot its position: no restart rows, no queue.
+    assert!(spec.restart_seqnos(sb).await.is_empty());
+    assert!(!spec.dir.join("queue").exists());
+    // A second handback has nothing to hand back.
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no restart position"), "{err}");
+    cleanup(sb, &spec, process, &[a]).await;
+}
