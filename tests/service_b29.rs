@@ -9,59 +9,21 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
-use common::service::{case_sql, drop_everywhere, script_statements, ServiceSpec, TARGET};
+use common::service::{
+    case_sql, ctl, ctl_ok, drop_everywhere, script_statements, status, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, TARGET,
+};
 use common::{
     assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
     Server,
 };
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Runs `shardrepctl --config <spec> args…`; returns (exit code, stdout,
-/// stderr).
-fn ctl(spec: &ServiceSpec, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(spec.dir.join("shardrep.toml"))
-        .args(args)
-        .output()
-        .expect("run shardrepctl");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ctl_ok(spec: &ServiceSpec, args: &[&str]) -> String {
-    let (code, out, err) = ctl(spec, args);
-    assert_eq!(code, 0, "shardrepctl {args:?} failed:\n{out}\n{err}");
-    out
-}
-
-/// Waits until the service answers on its control socket.
-fn wait_for_socket(spec: &ServiceSpec, process: &mut common::service::ShardrepProcess) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while ctl(spec, &["services"]).0 != 0 {
-        assert!(
-            process.running(),
-            "shardrep exited:\n{}",
-            process.log_text()
-        );
-        assert!(std::time::Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn status(spec: &ServiceSpec) -> Value {
-    serde_json::from_str(&ctl_ok(spec, &["status", "--json"])).expect("status JSON")
-}
 
 /// Replica 2 replicating natively from the master's current GTID
 /// position (earlier tests stopped it and applied to it with shardrep).
@@ -100,26 +62,6 @@ async fn run_on_master(sb: &Sandbox, sql: &str) {
     for statement in script_statements(sql) {
         master.query_drop(statement.as_str()).await.unwrap();
     }
-}
-
-/// Waits until the service has applied everything the master has written
-/// (its applied event id equals the master's position).
-async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) {
-    let end = common::service::master_position(sb).await;
-    common::wait_until(
-        "shardrep applied to the master's end",
-        Duration::from_secs(180),
-        || {
-            let end = end.clone();
-            async move {
-                let s = status(spec);
-                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
-                (s["appliedLastEventId"] == end.as_str()).then_some(())
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}: {}", status(spec)));
 }
 
 async fn tables_equal(sb: &Sandbox, schemas: &[String]) {

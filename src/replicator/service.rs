@@ -59,8 +59,10 @@ struct Inner {
     run: Option<ActiveRun>,
     /// Restart rows as last read or left by a run.
     last_rows: Vec<RestartRow>,
-    /// Counters of the last run (dispatched, dropped, barriers, skipped).
-    last_counts: (u64, u64, u64, u64),
+    /// Counters of the runs that ended (dropped, barriers, skipped):
+    /// status adds the current run's to them ("since the service
+    /// started").
+    totals: (u64, u64, u64),
     /// Stored seqno range of the queue when last seen.
     last_stored: (Option<u64>, Option<u64>),
     until_seqno: Option<u64>,
@@ -118,7 +120,7 @@ impl Service {
                 machine: StateMachine::new(),
                 run: None,
                 last_rows: rows,
-                last_counts: (0, 0, 0, 0),
+                totals: (0, 0, 0),
                 last_stored: (None, None),
                 until_seqno: None,
                 offline_at_seqno: None,
@@ -188,6 +190,20 @@ impl Service {
                 inner.machine.state()
             )));
         }
+        if let Some(until) = until_seqno {
+            if let Some(beyond) = inner
+                .last_rows
+                .iter()
+                .filter_map(|r| r.seqno.map(Seqno::get))
+                .filter(|&s| s > until)
+                .max()
+            {
+                return Err(ControlError::illegal_state(format!(
+                    "online --until-seqno {until}: seqno {beyond} is already applied; \
+                     name a seqno of at least {beyond}"
+                )));
+            }
+        }
         let state = inner.machine.apply(Event::Online)?;
         let run = ActiveRun {
             stop: Arc::new(AtomicBool::new(false)),
@@ -240,18 +256,18 @@ impl Service {
                 queue.max_seqno().map(Seqno::get),
             );
         }
+        // Counted whether the run ended cleanly or on an error.
+        if let Some(counters) = observer.counters.lock().expect("observer").as_ref() {
+            inner.totals.0 += counters.dropped.load(Ordering::Relaxed);
+            inner.totals.1 += counters.serializations.load(Ordering::Relaxed);
+            inner.totals.2 += counters.skipped.load(Ordering::Relaxed);
+        }
         let immediate = options
             .immediate
             .as_ref()
             .is_some_and(|i| i.load(Ordering::Acquire));
         match result {
             Ok(report) => {
-                inner.last_counts = (
-                    report.dispatched,
-                    report.dropped,
-                    report.serializations,
-                    report.skipped,
-                );
                 let clean = !immediate
                     && report
                         .restart_rows
@@ -298,6 +314,10 @@ impl Service {
             }
         }
         inner.run = None;
+        // `online --until-seqno` and `offline --at-seqno` belonged to the
+        // run that ended: nothing is pending any more.
+        inner.until_seqno = None;
+        inner.offline_at_seqno = None;
         drop(inner);
         let (lock, changed) = &*self.run_ended;
         *lock.lock().expect("run-ended lock") += 1;
@@ -322,6 +342,21 @@ impl Service {
                     inner.machine.state()
                 )));
             };
+            // The scheduler stops once it is past `at`: a seqno it has
+            // already gone beyond cannot be stopped at.
+            let handled = run
+                .observer
+                .counters
+                .lock()
+                .expect("observer")
+                .as_ref()
+                .and_then(|c| c.handled_next.load(Ordering::Acquire).checked_sub(1));
+            if let Some(handled) = handled.filter(|&h| h > at) {
+                return Err(ControlError::illegal_state(format!(
+                    "offline --at-seqno {at}: seqno {handled} is already handled; \
+                     name a seqno of at least {handled}, or use offline"
+                )));
+            }
             run.stop_at.store(at, Ordering::Release);
             inner.offline_at_seqno = Some(at);
             return Ok(inner.machine.state());
@@ -463,8 +498,7 @@ impl ControlHandler for Service {
         let (seqno, event_id) = applied_summary(&inner.last_rows);
         status.applied_last_seqno = seqno;
         status.applied_last_event_id = event_id;
-        let (dispatched, dropped, barriers, skipped) = inner.last_counts;
-        let _ = dispatched;
+        let (dropped, barriers, skipped) = inner.totals;
         status.dropped_count = dropped;
         status.serialization_count = barriers;
         status.skipped_count = skipped;
@@ -473,9 +507,9 @@ impl ControlHandler for Service {
         if let Some(run) = &inner.run {
             let o = &run.observer;
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
-                status.dropped_count = counters.dropped.load(Ordering::Relaxed);
-                status.serialization_count = counters.serializations.load(Ordering::Relaxed);
-                status.skipped_count = counters.skipped.load(Ordering::Relaxed);
+                status.dropped_count += counters.dropped.load(Ordering::Relaxed);
+                status.serialization_count += counters.serializations.load(Ordering::Relaxed);
+                status.skipped_count += counters.skipped.load(Ordering::Relaxed);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
                 status.minimum_stored_seq_no = queue.min_seqno().map(Seqno::get);
@@ -484,14 +518,27 @@ impl ControlHandler for Service {
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
-                status.applied_last_seqno = progress.minimum().map(Seqno::get);
-                let lowest = (0..channels)
-                    .filter_map(|c| progress.committed(c).map(|s| (s, c)))
-                    .min();
-                if let Some((_, c)) = lowest {
-                    if let Some((m, latency)) = &markers[c] {
+                let applied = progress.minimum();
+                status.applied_last_seqno = applied.map(Seqno::get);
+                // The event id of exactly that seqno: a channel's marker of
+                // this run, else the restart row a channel started the run
+                // at (a channel whose row was already there records no
+                // marker, e.g. after an error on another channel).
+                let marker = markers
+                    .iter()
+                    .flatten()
+                    .find(|(m, _)| Some(m.seqno) == applied);
+                match marker {
+                    Some((m, latency)) => {
                         status.applied_last_event_id = Some(m.event_id.clone());
                         status.applied_latency = Some(*latency);
+                    }
+                    None => {
+                        status.applied_last_event_id = inner
+                            .last_rows
+                            .iter()
+                            .find(|r| applied.is_some() && r.seqno == applied)
+                            .map(|r| r.event_id.clone());
                     }
                 }
                 let newest = markers

@@ -1,8 +1,9 @@
 //! The shard map stored with the service: table `shard_map` in the catalog
-//! schema `shardrep_<service>` on the replica. At first start (no stored
-//! rows) it is loaded from `shard_filter.map_file`; afterwards the stored
-//! map is the service's map, and edits (`shardrepctl shard …`) are written
-//! back with [`save`].
+//! schema `shardrep_<service>` on the replica. At first start (no table
+//! yet) it is loaded from `shard_filter.map_file`; afterwards the stored
+//! map is the service's map, even when empty (`shardrepctl shard
+//! delete-all`), and edits (`shardrepctl shard …`) are written back with
+//! [`save`].
 //!
 //! Columns: `shard_id` (primary key), `master` (a service name or
 //! `#LOCAL`), `critical` (0/1). Written with `sql_log_bin = 0`: the map is
@@ -45,8 +46,10 @@ fn table(catalog: &str) -> String {
     format!("{}.{}", quote_ident(catalog), quote_ident(SHARD_MAP_TABLE))
 }
 
-/// Creates the table if needed and returns the stored map; when nothing is
-/// stored yet and `initial` is given, stores `initial` and returns it.
+/// Creates the table if needed and returns the stored map; when the table
+/// did not exist yet and `initial` is given, stores `initial` and returns
+/// it. An existing table is the map even when empty (an emptied map is not
+/// seeded again).
 ///
 /// # Errors
 /// [`ShardStoreError`].
@@ -59,6 +62,15 @@ pub async fn load_or_init(
         catalog: catalog.to_string(),
         source,
     };
+    let existed: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (catalog, SHARD_MAP_TABLE),
+        )
+        .await
+        .map_err(sql_err)?;
+    let existed = existed.unwrap_or(0) > 0;
     conn.query_drop(format!(
         "SET SESSION sql_log_bin = 0; CREATE DATABASE IF NOT EXISTS {}; \
          CREATE TABLE IF NOT EXISTS {} (\
@@ -73,7 +85,7 @@ pub async fn load_or_init(
     .map_err(sql_err)?;
     let stored = read(conn, catalog).await?;
     match initial {
-        Some(map) if stored.is_empty() => {
+        Some(map) if !existed && stored.is_empty() => {
             save(conn, catalog, map).await?;
             Ok(map.clone())
         }

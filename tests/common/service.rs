@@ -194,6 +194,13 @@ socket = "{socket}"
     /// the master; `until_idle` adds `--until-idle`), its stderr appended
     /// to `dir/shardrep.log`.
     pub fn spawn(&self, sb: &Sandbox, until_idle: bool) -> ShardrepProcess {
+        self.spawn_with(sb, if until_idle { &["--until-idle"] } else { &[] })
+    }
+
+    /// Starts the real `shardrep run --config <dir>/shardrep.toml` with
+    /// `args` (e.g. `--offline`), its stderr appended to
+    /// `dir/shardrep.log`.
+    pub fn spawn_with(&self, sb: &Sandbox, args: &[&str]) -> ShardrepProcess {
         let config = self.write_config(sb);
         let log_path = self.dir.join("shardrep.log");
         let log = std::fs::OpenOptions::new()
@@ -202,10 +209,7 @@ socket = "{socket}"
             .open(&log_path)
             .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardrep"));
-        command.arg("run").arg("--config").arg(&config);
-        if until_idle {
-            command.arg("--until-idle");
-        }
+        command.arg("run").arg("--config").arg(&config).args(args);
         let child = command
             .env("SHARDREP_LOG", "info")
             .stdout(Stdio::null())
@@ -283,6 +287,87 @@ impl ShardrepProcess {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Runs `shardrepctl --config <spec's shardrep.toml> args…` with `stdin`
+/// as its standard input; returns (exit code, stdout, stderr).
+pub fn ctl_with_stdin(spec: &ServiceSpec, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run shardrepctl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write shardrepctl's stdin");
+    let out = child.wait_with_output().expect("wait for shardrepctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `shardrepctl --config <spec's shardrep.toml> args…` (stdin empty);
+/// returns (exit code, stdout, stderr).
+pub fn ctl(spec: &ServiceSpec, args: &[&str]) -> (i32, String, String) {
+    ctl_with_stdin(spec, args, "")
+}
+
+/// [`ctl`] that must exit 0; returns stdout.
+pub fn ctl_ok(spec: &ServiceSpec, args: &[&str]) -> String {
+    let (code, out, err) = ctl(spec, args);
+    assert_eq!(code, 0, "shardrepctl {args:?} failed:\n{out}\n{err}");
+    out
+}
+
+/// `shardrepctl status --json`, parsed.
+pub fn status(spec: &ServiceSpec) -> serde_json::Value {
+    serde_json::from_str(&ctl_ok(spec, &["status", "--json"])).expect("status JSON")
+}
+
+/// Waits until the service answers on its control socket (at most 60 s);
+/// fails with the service's log if it exits first.
+pub fn wait_for_socket(spec: &ServiceSpec, process: &mut ShardrepProcess) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ctl(spec, &["services"]).0 != 0 {
+        assert!(
+            process.running(),
+            "shardrep exited:\n{}",
+            process.log_text()
+        );
+        assert!(std::time::Instant::now() < deadline, "no control socket");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits until the service has applied everything the master has written
+/// (its applied event id is the master's position), failing at once on
+/// OFFLINE:ERROR.
+pub async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) -> serde_json::Value {
+    let end = master_position(sb).await;
+    super::wait_until(
+        "shardrep applied to the master's end",
+        std::time::Duration::from_secs(180),
+        || {
+            let end = end.clone();
+            async move {
+                let s = status(spec);
+                assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
+                (s["appliedLastEventId"] == end.as_str()).then_some(s)
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e} ({end}): {}", status(spec)))
 }
 
 /// The master's binlog position now (`FILE:POS`).

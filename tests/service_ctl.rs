@@ -1,0 +1,825 @@
+//! Every `shardrepctl` subcommand against the real service: `shardrep run`
+//! on the sandbox (replica 2, native replication stopped there, a FILE:POS
+//! start and `unknown_shard_policy = "drop"`), driven through its control
+//! socket by the real `shardrepctl` binary, with exact outputs, JSON fields
+//! and exit codes.
+//!
+//! The tests of this file take one lock and run one at a time (they share
+//! replica 2 and the two cores).
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+use common::service::{
+    ctl, ctl_ok, ctl_with_stdin, master_position, status, stop_target_slave,
+    wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
+};
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Every key `status --json` always has (trepctl's names where it has
+/// them), `null` when unknown.
+const STATUS_KEYS: &[&str] = &[
+    "serviceName",
+    "role",
+    "state",
+    "appliedLastSeqno",
+    "appliedLastEventId",
+    "appliedLatency",
+    "relativeLatency",
+    "channels",
+    "serializationCount",
+    "droppedCount",
+    "skippedCount",
+    "minimumStoredSeqNo",
+    "maximumStoredSeqNo",
+    "pendingError",
+    "pendingErrorCode",
+    "pendingErrorSeqno",
+    "pendingErrorEventId",
+    "pendingErrorShard",
+    "pendingErrorChannel",
+    "pendingExceptionMessage",
+    "untilSeqno",
+    "offlineAtSeqno",
+    "lastOfflineClean",
+    "uptimeSeconds",
+    "timeInStateSeconds",
+];
+
+/// Runs `sql` (statements separated by `;`, each its own transaction
+/// unless the text says otherwise) on one master connection.
+async fn on_master(sb: &Sandbox, sql: &str) {
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("on the master: {e}\n{sql}"));
+}
+
+/// Creates `schema.t (id INT PRIMARY KEY, n INT)` on the master with rows
+/// `1..=rows` (`n = 0`), one transaction per row.
+async fn create_table(sb: &Sandbox, schema: &str, rows: u32) {
+    let s = quote_ident(schema);
+    let mut sql = format!("CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, n INT);");
+    for id in 1..=rows {
+        sql.push_str(&format!(" INSERT INTO {s}.t VALUES ({id}, 0);"));
+    }
+    on_master(sb, &sql).await;
+}
+
+/// The rows of `schema.t` on `server` as `(id, n)`, by id.
+async fn rows_of(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
+    let mut conn = sb.connect(server).await;
+    conn.query(format!(
+        "SELECT id, n FROM {}.t ORDER BY id",
+        quote_ident(schema)
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{schema}.t on {}: {e}", server.name()))
+}
+
+/// Whether `schema` exists on `server`.
+async fn schema_exists(sb: &Sandbox, server: Server, schema: &str) -> bool {
+    let mut conn = sb.connect(server).await;
+    let n: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (schema,),
+        )
+        .await
+        .unwrap();
+    n == Some(1)
+}
+
+/// `shardrepctl --json args…` (must exit 0), parsed.
+fn ctl_json(spec: &ServiceSpec, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = ctl_ok(spec, &all);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out:?}"))
+}
+
+/// `log list --json` lines, parsed (one transaction per line).
+fn log_list(spec: &ServiceSpec, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["--json", "log", "list"];
+    all.extend_from_slice(args);
+    ctl_ok(spec, &all)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("log list JSON line"))
+        .collect()
+}
+
+/// `name : value` lines as printed for one object, names sorted and
+/// padded to the longest, values as `shardrepctl` renders scalars.
+fn text_block(fields: &[(&str, &str)]) -> String {
+    let mut fields = fields.to_vec();
+    fields.sort();
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    fields
+        .iter()
+        .map(|(k, v)| format!("{k:<width$} : {v}\n"))
+        .collect()
+}
+
+/// A text answer (`name : value` lines) as a list of (name, value).
+fn parse_text(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(|l| {
+            let (k, v) = l
+                .split_once(" : ")
+                .unwrap_or_else(|| panic!("not a `name : value` line: {l:?}"));
+            (k.trim_end().to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn wait_state(spec: &ServiceSpec, state: &str) {
+    ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
+}
+
+/// Starts the service offline (`shardrep run --offline`) and waits for
+/// its socket.
+fn start_offline(sb: &Sandbox, spec: &ServiceSpec) -> ShardrepProcess {
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(spec, &mut process);
+    process
+}
+
+async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, schemas: &[String]) {
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, schemas).await;
+    spec.remove(sb).await;
+}
+
+// status (text and JSON, offline and online), services, online, wait
+// --state / --applied (and their time-outs), status --name
+// channels|shards|queue, log list --seqno / --low --high, log info, and a
+// clean offline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_services_online_wait_log_and_clean_offline() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let b = unique_schema("ctl_b");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 5).await;
+    create_table(sb, &b, 5).await;
+    let spec = ServiceSpec::new("ctls", &[a.clone(), b.clone()], &start);
+    let process = start_offline(sb, &spec);
+
+    // Offline, nothing applied yet.
+    let services = ctl_ok(&spec, &["services"]);
+    assert_eq!(
+        services,
+        text_block(&[
+            ("serviceName", &spec.service),
+            ("role", "applier"),
+            ("state", "OFFLINE:NORMAL")
+        ])
+    );
+    let services = ctl_json(&spec, &["services"]);
+    assert_eq!(
+        services,
+        serde_json::json!([{"serviceName": spec.service, "role": "applier", "state": "OFFLINE:NORMAL"}])
+    );
+    let s = status(&spec);
+    for key in STATUS_KEYS {
+        assert!(s.get(key).is_some(), "status lacks {key}: {s}");
+    }
+    assert_eq!(s.as_object().unwrap().len(), STATUS_KEYS.len(), "{s}");
+    assert_eq!(s["serviceName"], spec.service.as_str());
+    assert_eq!(s["state"], "OFFLINE:NORMAL");
+    assert_eq!(s["channels"], 4);
+    assert_eq!(s["appliedLastSeqno"], Value::Null);
+    assert_eq!(s["pendingError"], Value::Null);
+    assert_eq!(s["lastOfflineClean"], false);
+    let text = parse_text(&ctl_ok(&spec, &["status"]));
+    let names: Vec<&str> = text.iter().map(|(k, _)| k.as_str()).collect();
+    let mut sorted = STATUS_KEYS.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "text status: every field, names sorted");
+    let get = |name: &str| text.iter().find(|(k, _)| k == name).unwrap().1.clone();
+    assert_eq!(get("state"), "OFFLINE:NORMAL");
+    assert_eq!(get("channels"), "4");
+    assert_eq!(get("appliedLastSeqno"), "NONE");
+    assert_eq!(get("serviceName"), spec.service);
+
+    // A wait that cannot be met times out with exit 1.
+    let (code, out, err) = ctl(&spec, &["wait", "--state", "ONLINE", "--timeout-secs", "1"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        "shardrepctl: timed out after 1 s waiting for state ONLINE (state OFFLINE:NORMAL, \
+         appliedLastSeqno none)\n"
+    );
+    // Offline from OFFLINE:NORMAL is refused.
+    let (code, _, err) = ctl(&spec, &["offline", "--at-seqno", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("needs a running service"), "{err}");
+
+    // Online.
+    assert_eq!(
+        ctl_ok(&spec, &["online"]),
+        "state : GOING-ONLINE:SYNCHRONIZING\n"
+    );
+    let waited = ctl_json(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
+    );
+    assert_eq!(waited["state"], "ONLINE");
+    let (code, _, err) = ctl(&spec, &["online"]);
+    assert_eq!(code, 1, "online while ONLINE: {err}");
+    // 2 × (CREATE DATABASE, CREATE TABLE, 5 INSERTs): 14 transactions.
+    let applied = wait_applied_to_master(sb, &spec).await;
+    let first = applied["minimumStoredSeqNo"].as_u64().expect("stored");
+    let last = applied["maximumStoredSeqNo"].as_u64().expect("stored");
+    assert_eq!(last - first + 1, 14, "{applied}");
+    assert_eq!(applied["appliedLastSeqno"].as_u64(), Some(last));
+    let waited = ctl_json(&spec, &["wait", "--applied", &last.to_string()]);
+    assert_eq!(
+        waited,
+        serde_json::json!({"state": "ONLINE", "appliedLastSeqno": last})
+    );
+    let beyond = (last + 1).to_string();
+    let (code, _, err) = ctl(
+        &spec,
+        &["wait", "--applied", &beyond, "--timeout-secs", "1"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "shardrepctl: timed out after 1 s waiting for appliedLastSeqno >= {beyond} \
+             (state ONLINE, appliedLastSeqno {last})\n"
+        )
+    );
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE");
+    assert_eq!(s["droppedCount"], 0);
+    assert_eq!(s["pendingError"], Value::Null);
+    assert!(s["appliedLatency"].as_f64().is_some(), "{s}");
+
+    // status --name channels: every channel at the last seqno (idle SYNC).
+    let channels = ctl_json(&spec, &["status", "--name", "channels"]);
+    let channels = channels.as_array().unwrap();
+    assert_eq!(channels.len(), 4);
+    for (i, c) in channels.iter().enumerate() {
+        assert_eq!(c["channel"], i, "{c}");
+        assert_eq!(c["appliedLastSeqno"].as_u64(), Some(last), "{c}");
+        assert_eq!(
+            c["appliedLastEventId"], applied["appliedLastEventId"],
+            "{c}"
+        );
+    }
+    let text = ctl_ok(&spec, &["status", "--name", "channels"]);
+    assert_eq!(
+        text.split("\n\n").count(),
+        4,
+        "one block per channel:\n{text}"
+    );
+    assert!(text.starts_with("appliedCount"), "{text}");
+
+    // status --name shards: the map's shards, with their channel.
+    let shards = ctl_json(&spec, &["status", "--name", "shards"]);
+    let mut ids: Vec<&str> = shards
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["shardId"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [a.as_str(), b.as_str()]);
+    for shard in shards.as_array().unwrap() {
+        assert_eq!(shard["critical"], false, "{shard}");
+        assert!(shard["channel"].as_u64().unwrap() < 4, "{shard}");
+    }
+
+    // status --name queue and log info: the same summary.
+    let queue = ctl_json(&spec, &["status", "--name", "queue"]);
+    assert_eq!(queue["minSeqno"].as_u64(), Some(first), "{queue}");
+    assert_eq!(queue["maxSeqno"].as_u64(), Some(last), "{queue}");
+    assert_eq!(queue["count"], 14, "{queue}");
+    assert_eq!(
+        queue["extractorPosition"], applied["appliedLastEventId"],
+        "{queue}"
+    );
+    let info = ctl_json(&spec, &["log", "info"]);
+    for key in ["dir", "minSeqno", "maxSeqno", "count", "extractorPosition"] {
+        assert_eq!(info[key], queue[key], "{key}: {info} vs {queue}");
+    }
+    assert_eq!(
+        info["dir"],
+        spec.dir.join("queue").display().to_string().as_str()
+    );
+    let text = parse_text(&ctl_ok(&spec, &["log", "info"]));
+    assert!(
+        text.contains(&("count".to_string(), "14".to_string())),
+        "{text:?}"
+    );
+
+    // log list --seqno N: the third INSERT into a (id 3).
+    let third = first + 2 + 2;
+    let one = log_list(&spec, &["--seqno", &third.to_string()]);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["seqno"].as_u64(), Some(third));
+    assert_eq!(one[0]["shard"], a.as_str(), "{}", one[0]);
+    let text = ctl_ok(&spec, &["log", "list", "--seqno", &third.to_string()]);
+    assert!(text.starts_with(&format!("SEQ# = {third}\n")), "{text}");
+    assert!(text.contains(&format!("- SHARD = {a}\n")), "{text}");
+    assert_eq!(text.matches("SEQ# = ").count(), 1, "{text}");
+    // log list --low A --high B: exactly A..=B, in order.
+    let range = log_list(
+        &spec,
+        &[
+            "--low",
+            &(first + 1).to_string(),
+            "--high",
+            &(first + 5).to_string(),
+        ],
+    );
+    let seqnos: Vec<u64> = range.iter().map(|t| t["seqno"].as_u64().unwrap()).collect();
+    assert_eq!(seqnos, (first + 1..=first + 5).collect::<Vec<_>>());
+    assert_eq!(log_list(&spec, &[]).len(), 14);
+    let (code, _, err) = ctl(&spec, &["log", "list", "--low", "5", "--high", "3"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err, "shardrepctl: --low 5 is above --high 3\n");
+
+    // Clean offline: every restart row at the last seqno.
+    assert_eq!(
+        ctl_ok(&spec, &["offline"]),
+        text_block(&[
+            ("appliedLastSeqno", &last.to_string()),
+            ("state", "OFFLINE:NORMAL")
+        ])
+    );
+    let seqnos = spec.restart_seqnos(sb).await;
+    assert_eq!(seqnos, vec![last as i64; 4]);
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL");
+    assert_eq!(s["lastOfflineClean"], true);
+    assert_eq!(s["appliedLastSeqno"].as_u64(), Some(last));
+    assert_eq!(s["minimumStoredSeqNo"].as_u64(), Some(first));
+    assert_eq!(s["maximumStoredSeqNo"].as_u64(), Some(last));
+    // The queue is still readable offline.
+    assert_eq!(log_list(&spec, &["--seqno", &third.to_string()]), one);
+    assert_eq!(ctl_json(&spec, &["log", "info"])["count"], 14);
+    let (code, _, err) = ctl(&spec, &["offline"]);
+    assert_eq!(code, 1, "offline while OFFLINE:NORMAL: {err}");
+    for s in [&a, &b] {
+        assert_table_equal(sb, Server::Master, TARGET, s, "t").await;
+    }
+    cleanup(sb, &spec, process, &[a, b]).await;
+}
+
+// online --until-seqno N and offline --at-seqno N stop with every channel
+// at exactly N; offline --immediate stops at once (no handback after it),
+// and the next online resumes with no gap and no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_seqno_at_seqno_and_immediate_offline() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let b = unique_schema("ctl_b");
+    let start = master_position(sb).await;
+    // Seqnos 0-11: a (CREATE DATABASE, CREATE TABLE, ids 1-10); 12-23: b.
+    create_table(sb, &a, 10).await;
+    create_table(sb, &b, 10).await;
+    let spec = ServiceSpec::new("ctlu", &[a.clone(), b.clone()], &start);
+    let process = start_offline(sb, &spec);
+
+    // online --until-seqno 7: a's ids 1-6 (seqnos 2-7), nothing of b.
+    assert_eq!(
+        ctl_ok(&spec, &["online", "--until-seqno", "7"]),
+        "state : GOING-ONLINE:SYNCHRONIZING\n"
+    );
+    wait_state(&spec, "OFFLINE:NORMAL");
+    assert_eq!(spec.restart_seqnos(sb).await, [7; 4]);
+    let s = status(&spec);
+    assert_eq!(s["appliedLastSeqno"], 7, "{s}");
+    assert_eq!(s["lastOfflineClean"], true, "{s}");
+    assert_eq!(
+        s["untilSeqno"],
+        Value::Null,
+        "reached: no longer pending: {s}"
+    );
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        (1..=6).map(|id| (id, 0)).collect::<Vec<_>>()
+    );
+    assert!(!schema_exists(sb, TARGET, &b).await);
+    // A seqno already applied cannot be run until.
+    let (code, _, err) = ctl(&spec, &["online", "--until-seqno", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err,
+        "shardrepctl: online --until-seqno 5: seqno 7 is already applied; \
+         name a seqno of at least 7\n"
+    );
+    assert_eq!(status(&spec)["state"], "OFFLINE:NORMAL");
+
+    // offline --at-seqno 30, ahead of the master: answers at once, stops
+    // once seqno 30 (a's id 17) is applied.
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, "ONLINE");
+    ctl_ok(&spec, &["wait", "--applied", "23", "--timeout-secs", "120"]);
+    assert_eq!(
+        ctl_ok(&spec, &["offline", "--at-seqno", "30"]),
+        text_block(&[("offlineAtSeqno", "30"), ("state", "ONLINE")])
+    );
+    let s = status(&spec);
+    assert_eq!(s["offlineAtSeqno"], 30, "{s}");
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    let qa = quote_ident(&a);
+    let more: String = (11..=20)
+        .map(|id| format!("INSERT INTO {qa}.t VALUES ({id}, 0);"))
+        .collect();
+    on_master(sb, &more).await;
+    wait_state(&spec, "OFFLINE:NORMAL");
+    assert_eq!(spec.restart_seqnos(sb).await, [30; 4]);
+    let s = status(&spec);
+    assert_eq!(s["appliedLastSeqno"], 30, "{s}");
+    assert_eq!(s["lastOfflineClean"], true, "{s}");
+    assert_eq!(s["offlineAtSeqno"], Value::Null, "reached: {s}");
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        (1..=17).map(|id| (id, 0)).collect::<Vec<_>>()
+    );
+
+    // A seqno already applied cannot be stopped at.
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, "ONLINE");
+    ctl_ok(&spec, &["wait", "--applied", "33", "--timeout-secs", "120"]);
+    let (code, _, err) = ctl(&spec, &["offline", "--at-seqno", "20"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err,
+        "shardrepctl: offline --at-seqno 20: seqno 33 is already handled; \
+         name a seqno of at least 33, or use offline\n"
+    );
+    assert_eq!(status(&spec)["state"], "ONLINE");
+
+    // offline --immediate under load: offline at once, not clean (no
+    // handback); online again applies the rest, no gap, no duplicate.
+    let qb = quote_ident(&b);
+    let load: String = (0..200)
+        .map(|i| {
+            format!(
+                "UPDATE {qa}.t SET n = n + 1 WHERE id = {}; UPDATE {qb}.t SET n = n + 1 WHERE id = {};",
+                i % 20 + 1,
+                i % 10 + 1
+            )
+        })
+        .collect();
+    on_master(sb, &load).await;
+    assert_eq!(
+        parse_text(&ctl_ok(&spec, &["offline", "--immediate"]))
+            .into_iter()
+            .find(|(k, _)| k == "state"),
+        Some(("state".to_string(), "OFFLINE:NORMAL".to_string()))
+    );
+    let s = status(&spec);
+    assert_eq!(s["lastOfflineClean"], false, "{s}");
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("immediate"), "{err}");
+    ctl_ok(&spec, &["online"]);
+    wait_applied_to_master(sb, &spec).await;
+    for s in [&a, &b] {
+        assert_table_equal(sb, Server::Master, TARGET, s, "t").await;
+    }
+    ctl_ok(&spec, &["offline"]);
+    let seqnos = spec.restart_seqnos(sb).await;
+    assert!(seqnos.iter().all(|s| *s == seqnos[0]), "{seqnos:?}");
+    cleanup(sb, &spec, process, &[a, b]).await;
+}
+
+// shard list / insert / update / delete / delete-all: stored in the
+// catalog's shard_map and pushed to the running filter, so a shard
+// inserted while ONLINE is applied from its next transaction, an updated
+// one runs critical, a deleted one is dropped again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_edits_are_stored_and_applied_live() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let d = unique_schema("ctl_d");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("ctlm", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    wait_applied_to_master(sb, &spec).await;
+    let svc = spec.service.as_str();
+    let map_text = |rows: &[(&str, bool)]| {
+        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(8) + 2;
+        let w1 = if rows.is_empty() { 6 } else { svc.len().max(6) } + 2;
+        let mut out = format!("{:<w0$}{:<w1$}critical\n", "shard_id", "master");
+        for (id, critical) in rows {
+            out.push_str(&format!("{id:<w0$}{svc:<w1$}{critical}\n"));
+        }
+        out
+    };
+    let catalog_rows = || async {
+        let mut replica = sb.connect(TARGET).await;
+        replica
+            .query::<(String, String, i8), _>(format!(
+                "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
+                quote_ident(&spec.catalog())
+            ))
+            .await
+            .unwrap()
+    };
+    assert_eq!(ctl_ok(&spec, &["shard", "list"]), map_text(&[(&a, false)]));
+    assert_eq!(
+        ctl_json(&spec, &["shard", "list"]),
+        serde_json::json!([{"shardId": a, "master": svc, "critical": false}])
+    );
+
+    // d's transactions are dropped until d is in the map.
+    create_table(sb, &d, 2).await;
+    let before = wait_applied_to_master(sb, &spec).await;
+    assert!(!schema_exists(sb, TARGET, &d).await);
+    assert_eq!(before["droppedCount"], 4, "{before}");
+
+    // insert: stdin in shard.map format; e, created on the master after
+    // the insert, is applied live (while ONLINE).
+    let e = unique_schema("ctl_e");
+    let (code, out, err) = ctl_with_stdin(
+        &spec,
+        &["shard", "insert"],
+        &format!("shard_id master critical\n{e} {svc} false\n"),
+    );
+    assert_eq!((code, out.as_str()), (0, "inserted : 1\n"), "{err}");
+    assert_eq!(
+        ctl_ok(&spec, &["shard", "list"]),
+        map_text(&[(&a, false), (&e, false)])
+    );
+    assert_eq!(
+        catalog_rows().await,
+        [
+            (a.clone(), svc.to_string(), 0),
+            (e.clone(), svc.to_string(), 0)
+        ]
+    );
+    // Inserting it again is refused, all or none.
+    let (code, _, err) = ctl_with_stdin(
+        &spec,
+        &["shard", "insert"],
+        &format!("shard_id master critical\nnew_one {svc} false\n{e} {svc} false\n"),
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&e), "{err}");
+    assert_eq!(catalog_rows().await.len(), 2, "nothing inserted");
+    // Not in shard.map format: a usage error, nothing sent.
+    let (code, _, err) = ctl_with_stdin(&spec, &["shard", "insert"], "");
+    assert_eq!(code, 2, "{err}");
+    create_table(sb, &e, 2).await;
+    let qe = quote_ident(&e);
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["state"], "ONLINE");
+    assert_eq!(rows_of(sb, TARGET, &e).await, [(1, 0), (2, 0)]);
+    assert!(!schema_exists(sb, TARGET, &d).await);
+
+    // update: e becomes critical; its next transaction runs behind a
+    // barrier.
+    let (code, out, err) = ctl_with_stdin(
+        &spec,
+        &["shard", "update"],
+        &format!("shard_id master critical\n{e} {svc} true\n"),
+    );
+    assert_eq!((code, out.as_str()), (0, "updated : 1\n"), "{err}");
+    assert_eq!(
+        ctl_ok(&spec, &["shard", "list"]),
+        map_text(&[(&a, false), (&e, true)])
+    );
+    assert_eq!(catalog_rows().await[1], (e.clone(), svc.to_string(), 1));
+    let shards = ctl_json(&spec, &["status", "--name", "shards"]);
+    let shard_e = shards
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["shardId"] == e.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(shard_e["critical"], true, "{shards}");
+    let barriers = status(&spec)["serializationCount"].as_u64().unwrap();
+    on_master(sb, &format!("UPDATE {qe}.t SET n = 2 WHERE id = 1")).await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["serializationCount"].as_u64(), Some(barriers + 1), "{s}");
+    assert_eq!(rows_of(sb, TARGET, &e).await, [(1, 2), (2, 0)]);
+    let (code, _, err) = ctl_with_stdin(
+        &spec,
+        &["shard", "update"],
+        &format!("shard_id master critical\nno_such_shard {svc} true\n"),
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no_such_shard"), "{err}");
+
+    // delete: e's transactions are dropped again.
+    assert_eq!(ctl_ok(&spec, &["shard", "delete", &e]), "deleted : 1\n");
+    assert_eq!(ctl_ok(&spec, &["shard", "list"]), map_text(&[(&a, false)]));
+    assert_eq!(catalog_rows().await.len(), 1);
+    let (code, _, err) = ctl(&spec, &["shard", "delete", &e]);
+    assert_eq!(code, 1, "{err}");
+    on_master(sb, &format!("UPDATE {qe}.t SET n = 3 WHERE id = 2")).await;
+    let qa = quote_ident(&a);
+    on_master(sb, &format!("UPDATE {qa}.t SET n = 3 WHERE id = 1")).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(rows_of(sb, TARGET, &e).await, [(1, 2), (2, 0)]);
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 3), (2, 0), (3, 0)]);
+    // delete with the ids on stdin.
+    let (code, _, err) = ctl_with_stdin(
+        &spec,
+        &["shard", "insert"],
+        &format!("shard_id master critical\n{e} {svc} false\n"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = ctl_with_stdin(&spec, &["shard", "delete"], &format!("{e}\n"));
+    assert_eq!((code, out.as_str()), (0, "deleted : 1\n"), "{err}");
+
+    // delete-all: an empty map (kept empty, not re-seeded from the
+    // map file); a's transactions are dropped too.
+    assert_eq!(ctl_ok(&spec, &["shard", "delete-all"]), "deleted : 1\n");
+    assert_eq!(ctl_ok(&spec, &["shard", "list"]), map_text(&[]));
+    assert_eq!(ctl_json(&spec, &["shard", "list"]), serde_json::json!([]));
+    assert!(catalog_rows().await.is_empty());
+    on_master(sb, &format!("UPDATE {qa}.t SET n = 4 WHERE id = 2")).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 3), (2, 0), (3, 0)]);
+    // droppedCount counts since the service started, across runs: d's 4
+    // transactions, e's UPDATE after its delete, a's after delete-all.
+    assert_eq!(status(&spec)["droppedCount"], 6);
+    ctl_ok(&spec, &["offline"]);
+    assert_eq!(status(&spec)["droppedCount"], 6);
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, "ONLINE");
+    assert_eq!(status(&spec)["droppedCount"], 6);
+    // Still empty after a restart of the service.
+    assert!(process.terminate());
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(&spec, &mut process);
+    assert_eq!(ctl_ok(&spec, &["shard", "list"]), map_text(&[]));
+    cleanup(sb, &spec, process, &[a, d, e]).await;
+}
+
+// A definite error (a row deleted on the replica by hand, then an UPDATE
+// of it on the master) stops the service OFFLINE:ERROR with the pending
+// error (code 1032, its seqno); `online` retries and fails again;
+// `online --skip-seqno N` resumes without applying N.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn definite_error_then_online_skip_seqno() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let start = master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("ctle", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    let qa = quote_ident(&a);
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DELETE FROM {qa}.t WHERE id = 2"
+        ))
+        .await
+        .unwrap();
+    // 5: a schema not in the map (dropped); 6: the UPDATE of the missing
+    // row; 7, 8: fine.
+    let b = unique_schema("ctl_b");
+    on_master(
+        sb,
+        &format!(
+            "CREATE DATABASE {}; \
+             UPDATE {qa}.t SET n = 1 WHERE id = 2; UPDATE {qa}.t SET n = 1 WHERE id = 3; \
+             INSERT INTO {qa}.t VALUES (4, 0)",
+            quote_ident(&b)
+        ),
+    )
+    .await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let check_error = |s: &Value| {
+        assert_eq!(s["state"], "OFFLINE:ERROR", "{s}");
+        assert_eq!(s["pendingErrorCode"], 1032, "{s}");
+        assert_eq!(s["pendingErrorSeqno"], 6, "{s}");
+        assert_eq!(s["pendingErrorShard"], a.as_str(), "{s}");
+        assert!(s["pendingError"].as_str().unwrap().contains("1032"), "{s}");
+        assert!(s["pendingErrorEventId"].is_string(), "{s}");
+        assert!(s["pendingErrorChannel"].is_u64(), "{s}");
+        assert!(s["droppedCount"].as_u64() >= Some(1), "{s}");
+    };
+    let s = status(&spec);
+    check_error(&s);
+    // The failed run's counters are kept.
+    assert_eq!(s["droppedCount"], 1, "{s}");
+    let event_id = s["pendingErrorEventId"].as_str().unwrap().to_string();
+    let six = ctl_ok(&spec, &["log", "list", "--seqno", "6"]);
+    assert!(six.contains(&format!("- EVENTID = {event_id} ")), "{six}");
+    assert!(six.contains("- SHARD = "), "{six}");
+    let text = parse_text(&ctl_ok(&spec, &["status"]));
+    assert!(text.contains(&("pendingErrorCode".into(), "1032".into())));
+    // Waiting for anything else fails at once.
+    let (code, _, err) = ctl(&spec, &["wait", "--applied", "8", "--timeout-secs", "120"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("OFFLINE:ERROR"), "{err}");
+
+    // online retries: the same error again.
+    assert_eq!(
+        ctl_ok(&spec, &["online"]),
+        "state : GOING-ONLINE:SYNCHRONIZING\n"
+    );
+    wait_state(&spec, "OFFLINE:ERROR");
+    check_error(&status(&spec));
+
+    // online --skip-seqno 6: 7 and 8 are applied, 6 is not.
+    ctl_ok(&spec, &["online", "--skip-seqno", "6"]);
+    ctl_ok(&spec, &["wait", "--applied", "8", "--timeout-secs", "120"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["skippedCount"], 1, "{s}");
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(s["pendingErrorCode"], Value::Null, "{s}");
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 0), (3, 1), (4, 0)]);
+    assert_eq!(
+        rows_of(sb, Server::Master, &a).await,
+        [(1, 0), (2, 1), (3, 1), (4, 0)]
+    );
+    assert!(
+        process.log_text().contains("--skip-seqno"),
+        "the skip is logged"
+    );
+    ctl_ok(&spec, &["offline"]);
+    assert_eq!(spec.restart_seqnos(sb).await, [8; 4]);
+    assert!(!schema_exists(sb, TARGET, &b).await);
+    cleanup(sb, &spec, process, &[a, b]).await;
+}
+
+// offline --handback: a clean offline, then the replica's native
+// replication is pointed at the position after the last applied seqno
+// (not started); the service forgets its queue and restart rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_handback_points_native_replication_after_the_last_seqno() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_a");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("ctlh", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    let applied = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(applied["appliedLastSeqno"], 4, "{applied}");
+    let out = ctl_ok(&spec, &["--json", "offline", "--handback"]);
+    let mut lines = out.lines();
+    let offline: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        offline,
+        serde_json::json!({"state": "OFFLINE:NORMAL", "appliedLastSeqno": 4})
+    );
+    let handback: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(lines.next(), None);
+    assert_eq!(handback["seqno"], 4, "{handback}");
+    assert_eq!(handback["slaveStarted"], false, "{handback}");
+    let end = format!(
+        "{}:{}",
+        handback["masterLogFile"].as_str().unwrap(),
+        handback["masterLogPos"]
+    );
+    assert_eq!(end, applied["appliedLastEventId"].as_str().unwrap());
+    let mut replica = sb.connect(TARGET).await;
+    let slave = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert!(!slave.sql_running, "{slave:?}");
+    if handback["useGtid"] == true {
+        let pos: String = replica
+            .query_first("SELECT @@gtid_slave_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pos, handback["gtidSlavePos"].as_str().unwrap());
+    }
+    // The service forgot its position: no restart rows, no queue.
+    assert!(spec.restart_seqnos(sb).await.is_empty());
+    assert!(!spec.dir.join("queue").exists());
+    // A second handback has nothing to hand back.
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no restart position"), "{err}");
+    cleanup(sb, &spec, process, &[a]).await;
+}
