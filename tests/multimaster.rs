@@ -316,6 +316,13 @@ async fn table_exists(m: &Master, schema: &str) -> bool {
 
 type Rows = Vec<(i64, i64, i64, String)>;
 
+/// Per (master, schema): the inserted ids and the updates `(id, n)`.
+type Written = BTreeMap<(&'static str, &'static str), (BTreeSet<i64>, BTreeSet<(i64, i64)>)>;
+
+/// Per (kind, schema, id, n after): the origins `(server id, domain)` of
+/// each time the change is in a binlog.
+type Origins = BTreeMap<(String, String, i64, i64), Vec<(u32, Option<u32>)>>;
+
 async fn rows(m: &Master, schema: &str) -> Rows {
     let mut c = m.connect().await;
     c.query(format!(
@@ -586,8 +593,7 @@ async fn two_masters_one_service_per_direction() {
     }
     stop.store(true, Ordering::Relaxed);
     // (master, schema) -> inserted ids, updates (id, n)
-    let mut written: BTreeMap<(&str, &str), (BTreeSet<i64>, BTreeSet<(i64, i64)>)> =
-        BTreeMap::new();
+    let mut written: Written = BTreeMap::new();
     for (master, schema, task) in tasks {
         let (ids, updates) = task.await.unwrap();
         let entry = written.entry((master, schema)).or_default();
@@ -695,8 +701,7 @@ async fn two_masters_one_service_per_direction() {
             "{} binlog: GTIDs per (domain, server id): {gtids:?}",
             m.name
         );
-        let mut count: BTreeMap<(String, String, i64, i64), Vec<(u32, Option<u32>)>> =
-            BTreeMap::new();
+        let mut count: Origins = BTreeMap::new();
         for s in &seen {
             count
                 .entry((s.kind.clone(), s.schema.clone(), s.id, s.n))
