@@ -14,7 +14,7 @@
 //! | ---------------- | ---- |
 //! | `[service]`      | `name`, `role` |
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
-//! | `[replica]`      | `host`, `port`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `connect_timeout_ms` |
+//! | `[replica]`      | `host`, `port`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms` |
 //! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
 //! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
@@ -500,9 +500,21 @@ pub struct ReplicaConfig {
     /// see [`Config::catalog_schema`].
     pub catalog_schema: Option<String>,
     /// `sql_log_bin`: whether applied changes are written to the replica's
-    /// own binlog (for chained replicas). Default true. The catalog schema is
-    /// always written with `sql_log_bin = 0`.
+    /// own binlog (for chained replicas and multi-master). Default true.
+    /// The restart rows are written in the same transaction as the data,
+    /// so they are binlogged with it; every shard filter drops them
+    /// (`crate::shard::filter`, rule 1, and [`crate::shard::is_catalog_table`]).
     pub sql_log_bin: bool,
+    /// `preserve_origin`: on each channel's connection, set the session's
+    /// `server_id` and `gtid_domain_id` to the source transaction's before
+    /// applying it, so the replica binlogs the applied changes with their
+    /// origin (as `mariadb-binlog` output replays do) instead of its own.
+    /// Needed when the replica is itself a master read by another service
+    /// (multi-master): that service's filter then knows where each
+    /// transaction came from (`[source] origin_services`). A block holds
+    /// only transactions of one origin. Needs SUPER or BINLOG REPLAY on the
+    /// replica. Default false.
+    pub preserve_origin: bool,
     /// `connect_timeout_ms`: connection timeout in milliseconds, at least
     /// 1, default 10000.
     pub connect_timeout_ms: u64,
@@ -1003,6 +1015,7 @@ struct RawReplica {
     password_env: Option<String>,
     catalog_schema: Option<String>,
     sql_log_bin: Option<bool>,
+    preserve_origin: Option<bool>,
     connect_timeout_ms: Option<Int>,
 }
 
@@ -1607,6 +1620,7 @@ impl<'a> Builder<'a> {
             password: self.password("replica", raw.password, raw.password_file, raw.password_env),
             catalog_schema: raw.catalog_schema,
             sql_log_bin: raw.sql_log_bin.unwrap_or(true),
+            preserve_origin: raw.preserve_origin.unwrap_or(false),
             connect_timeout_ms: self.int(
                 "replica.connect_timeout_ms",
                 raw.connect_timeout_ms,
@@ -1812,6 +1826,7 @@ socket = "/tmp/c.sock"
                 password: Secret::new("replica-pass-2"),
                 catalog_schema: None,
                 sql_log_bin: true,
+                preserve_origin: false,
                 connect_timeout_ms: 10_000,
             },
             queue: QueueConfig {
@@ -1881,6 +1896,7 @@ user = "applier"
 password_env = "REPLICA_PW"
 catalog_schema = "tungsten_nyc"
 sql_log_bin = false
+preserve_origin = true
 connect_timeout_ms = 2000
 
 [queue]
@@ -1933,6 +1949,7 @@ socket = "ctl.sock"
         assert_eq!(cfg.replica.port, 3307);
         assert_eq!(cfg.replica.password.expose(), "pw");
         assert!(!cfg.replica.sql_log_bin);
+        assert!(cfg.replica.preserve_origin);
         assert_eq!(cfg.replica.connect_timeout_ms, 2000);
         assert_eq!(cfg.catalog_schema(), "tungsten_nyc");
         assert_eq!(

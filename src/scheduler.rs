@@ -84,6 +84,10 @@ pub enum SchedulerError {
     Rejected {
         /// Seqno of the transaction.
         seqno: Seqno,
+        /// Its shard.
+        shard: String,
+        /// Its event id (binlog position after it).
+        event_id: String,
         /// The filter's message.
         message: String,
     },
@@ -237,7 +241,12 @@ where
         };
         match route {
             Route::Error { message } => {
-                return Err(SchedulerError::Rejected { seqno, message });
+                return Err(SchedulerError::Rejected {
+                    seqno,
+                    shard: txn.shard.clone(),
+                    event_id: txn.end_position.to_string(),
+                    message,
+                });
             }
             Route::Drop { reason, warn } => {
                 if warn {
@@ -333,10 +342,32 @@ impl Router for ShardRouter {
                 channel: self.assignment.channel_of(&txn.shard).index(),
                 critical: self.assignment.is_critical(&txn.shard, self.filter.map()),
             },
-            Decision::Drop(reason) => Route::Drop {
-                reason: reason.message,
-                warn: false,
-            },
+            Decision::Drop(reason) => {
+                // Under enforce_home, most drops are routine: a shard's
+                // transactions reaching this source by replication from
+                // their home. A transaction of a shard mastered elsewhere
+                // whose origin is listed as this very service was written
+                // on the wrong master (a conflicting write): say so in the
+                // log at warning level, not only in the dropped count.
+                let wrong_master = reason.rule == crate::shard::filter::Rule::NotHome
+                    && self.filter.origin_of(txn.server_id) == Some(self.filter.service());
+                if wrong_master {
+                    Route::Drop {
+                        reason: format!(
+                            "{} origin={} (written on this service's master, not on the shard's \
+                             home: not replicated)",
+                            reason.message,
+                            self.filter.service()
+                        ),
+                        warn: true,
+                    }
+                } else {
+                    Route::Drop {
+                        reason: reason.message,
+                        warn: false,
+                    }
+                }
+            }
             Decision::WarnDrop(reason) => Route::Drop {
                 reason: reason.message,
                 warn: true,

@@ -10,6 +10,21 @@
 //! 'NO_AUTO_VALUE_ON_ZERO'` (as the server's own row applier),
 //! `sql_log_bin` as configured.
 //!
+//! Origin (`replica.preserve_origin`): before each block the session's
+//! `server_id` and `gtid_domain_id` are set to those of the block's source
+//! transactions (`SET SESSION server_id = S, gtid_domain_id = D`, as
+//! `mariadb-binlog` output does; the domain cannot change inside a
+//! transaction, so this is done between blocks), so the replica binlogs
+//! what is applied with its true origin and a service reading the
+//! replica's binlog can tell it from local writes. A block then holds
+//! transactions of one origin only: block commit closes the block where
+//! the origin changes (the next transaction opens the next block).
+//! Transactions without a GTID keep the replica's own domain.
+//!
+//! Rows of another service's restart table
+//! ([`crate::shard::is_catalog_table`]) that arrive inside a source
+//! transaction are not applied: they belong to that service's replica.
+//!
 //! A block is `START TRANSACTION`, the statements of up to
 //! `block_commit_txns` transactions (fewer when the input runs empty), the
 //! restart-row UPDATE, `COMMIT`. A transaction that must run alone
@@ -309,6 +324,9 @@ pub struct ChannelSettings {
     pub catalog: String,
     /// Binlog the applied changes on the replica.
     pub sql_log_bin: bool,
+    /// Binlog them with the source transaction's server id and GTID
+    /// domain (module doc).
+    pub preserve_origin: bool,
     /// Transactions per block (1: block commit off).
     pub block_commit_txns: usize,
     /// Retries of a transient error before it becomes definite (0: never).
@@ -380,6 +398,37 @@ struct Channel {
     /// A DDL transaction that may already have run (marked before a crash
     /// or a retried attempt): its "already exists" errors mean done.
     replay_ddl: Option<Seqno>,
+    /// The origin the session is set to (`preserve_origin`); `None`: the
+    /// server's defaults.
+    session_origin: Option<Origin>,
+}
+
+/// Where a transaction was written: its `server_id` and, when it has a
+/// GTID, its domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Origin {
+    server_id: u32,
+    domain_id: Option<u32>,
+}
+
+impl Origin {
+    fn of(txn: &Transaction) -> Origin {
+        Origin {
+            server_id: txn.server_id,
+            domain_id: txn.gtid.map(|g| g.domain_id),
+        }
+    }
+
+    /// The statement that sets a session to this origin.
+    fn set_statement(&self) -> String {
+        let domain = self
+            .domain_id
+            .map_or_else(|| "DEFAULT".to_string(), |d| d.to_string());
+        format!(
+            "SET SESSION server_id = {}, gtid_domain_id = {domain}",
+            self.server_id
+        )
+    }
 }
 
 /// What the replica says about a table: names, key and unsigned columns.
@@ -431,6 +480,10 @@ async fn run(
                 let mut block = vec![(txn, epoch)];
                 let mut block_bytes = bytes;
                 let mut last_marker = marker;
+                let origin = Origin::of(&block[0].0);
+                let same_origin = |txn: &Transaction| {
+                    !channel.settings.preserve_origin || Origin::of(txn) == origin
+                };
                 if !alone && !is_ddl(&block[0].0) {
                     while block.len() < channel.settings.block_commit_txns.max(1) {
                         match input.try_recv() {
@@ -440,7 +493,7 @@ async fn run(
                                 alone,
                                 bytes,
                                 marker,
-                            }) if !alone && !is_ddl(&txn) => {
+                            }) if !alone && !is_ddl(&txn) && same_origin(&txn) => {
                                 block.push((txn, epoch));
                                 block_bytes += bytes;
                                 last_marker = marker;
@@ -552,6 +605,7 @@ impl Channel {
             progress,
             seen_ddl_epoch,
             replay_ddl,
+            session_origin: None,
         };
         channel.setup_session().await?;
         Ok(channel)
@@ -563,10 +617,32 @@ impl Channel {
             "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
              sql_log_bin = {log_bin}, autocommit = 1"
         );
+        self.session_origin = None;
         self.conn
             .query_drop(setup.as_str())
             .await
             .map_err(|e| self.error_at(None, &setup, &e))
+    }
+
+    /// With `preserve_origin`, sets the session's server id and GTID
+    /// domain to `txn`'s (outside any transaction), unless already set.
+    async fn set_origin(
+        &mut self,
+        txn: &Transaction,
+        epoch: u64,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        if !self.settings.preserve_origin {
+            return Ok(());
+        }
+        let origin = Origin::of(txn);
+        if self.session_origin == Some(origin) {
+            return Ok(());
+        }
+        self.session_origin = None;
+        self.exec_text(&origin.set_statement(), Some((txn, epoch)))
+            .await?;
+        self.session_origin = Some(origin);
+        Ok(())
     }
 
     async fn reconnect(&mut self) -> Result<(), mysql_async::Error> {
@@ -685,6 +761,10 @@ impl Channel {
         ddl: bool,
         marker: &Marker,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        {
+            let (first, epoch) = todo[0];
+            self.set_origin(first, *epoch).await?;
+        }
         if ddl {
             let (txn, epoch) = todo[0];
             let sql = restart::mark_ddl_statement(&self.settings.catalog);
@@ -692,10 +772,14 @@ impl Channel {
                 Param::Int(txn.seqno.get() as i64),
                 Param::UInt(u64::from(self.settings.channel.get())),
             ]);
-            self.conn
+            self.catalog_only_logging(false).await?;
+            let marked = self
+                .conn
                 .exec_drop(sql.as_str(), params)
                 .await
-                .map_err(|e| (self.error_at(Some((txn, *epoch)), &sql, &e), Some(e)))?;
+                .map_err(|e| (self.error_at(Some((txn, *epoch)), &sql, &e), Some(e)));
+            self.catalog_only_logging(true).await?;
+            marked?;
         }
         if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
             match self.try_block_batched(todo, marker).await {
@@ -1015,6 +1099,28 @@ impl Channel {
             .map_err(|e| (self.error_at(at, sql, &e), Some(e)))
     }
 
+    /// Turns binary logging of the session off (`on = false`) or back on,
+    /// when the channel binlogs at all (`replica.sql_log_bin`).
+    ///
+    /// Writes of the catalog alone (SYNC/STOP markers, DDL marks) are not
+    /// binlogged: they carry no data, and binlogging them would feed a
+    /// loop in a multi-master pair (each service reads the other's marker
+    /// writes, drops them, and, idle again, writes markers of its own).
+    async fn catalog_only_logging(
+        &mut self,
+        on: bool,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        if !self.settings.sql_log_bin {
+            return Ok(());
+        }
+        let sql = if on {
+            "SET SESSION sql_log_bin = 1"
+        } else {
+            "SET SESSION sql_log_bin = 0"
+        };
+        self.exec_text(sql, None).await
+    }
+
     /// Records a SYNC/STOP marker when the channel has nothing newer;
     /// returns whether it did.
     async fn record_marker(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
@@ -1025,9 +1131,18 @@ impl Channel {
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
             let attempt = async {
-                self.exec_text("START TRANSACTION", None).await?;
-                self.update_row(&row, marker.extract_time, None).await?;
-                self.exec_text("COMMIT", None).await
+                self.catalog_only_logging(false).await?;
+                let written = async {
+                    self.exec_text("START TRANSACTION", None).await?;
+                    self.update_row(&row, marker.extract_time, None).await?;
+                    self.exec_text("COMMIT", None).await
+                }
+                .await;
+                if written.is_err() {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                }
+                self.catalog_only_logging(true).await?;
+                written
             }
             .await;
             match attempt {
@@ -1077,6 +1192,11 @@ impl Channel {
                 }
                 Change::Rows(rows) => {
                     let info = txn.table_of(rows);
+                    if crate::shard::is_catalog_table(&info.schema, &info.table) {
+                        // Another service's restart row, binlogged with
+                        // the data it applied to its replica.
+                        continue;
+                    }
                     let table = self.replica_table(info).await.map_err(|e| {
                         (
                             self.error_at(

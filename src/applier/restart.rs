@@ -15,7 +15,12 @@
 //! replicas receive the data) the catalog rows are binlogged too. The shard
 //! filter never treats the catalog schema as a user shard, so a downstream
 //! shardrep drops them; native downstream replicas apply them to their own
-//! copy of the table, which nothing reads.
+//! copy of the table, which nothing reads. Inside a transaction with data
+//! they do not count for its shard, and no channel applies them
+//! ([`crate::shard::is_catalog_table`]). Writes of the restart row alone
+//! (SYNC/STOP markers, the DDL mark) carry no data and are written with
+//! `sql_log_bin = 0`: in a multi-master pair, binlogged markers would
+//! bounce between the two services for ever.
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as Param};

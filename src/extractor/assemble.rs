@@ -385,11 +385,25 @@ fn sequence(position: &BinlogPosition, message: &str) -> ExtractError {
 /// `SAVEPOINT`, ...; [`is_transaction_control`]) and annotations do not
 /// count. Two or more schemas, or none, give [`UNKNOWN_SHARD`] (critical,
 /// so it runs alone: always safe).
+///
+/// Rows of another service's restart table
+/// ([`is_catalog_table`](crate::shard::is_catalog_table): binlogged with
+/// the data that service applied) do not count either; a transaction of
+/// nothing but restart rows has the catalog schema as its shard (which
+/// every filter drops).
 pub fn shard_of(txn: &Transaction) -> String {
     let mut shard: Option<String> = None;
+    let mut catalog: Option<&str> = None;
     for change in &txn.changes {
         let schema: Cow<'_, str> = match change {
-            Change::Rows(rows) => Cow::Borrowed(&txn.tables[rows.table as usize].schema),
+            Change::Rows(rows) => {
+                let table = &txn.tables[rows.table as usize];
+                if crate::shard::is_catalog_table(&table.schema, &table.table) {
+                    catalog.get_or_insert(table.schema.as_str());
+                    continue;
+                }
+                Cow::Borrowed(&table.schema)
+            }
             Change::Statement(s) if is_transaction_control(&s.sql) => continue,
             Change::Statement(s) => match statement_shard(&s.sql, s.default_schema.as_deref()) {
                 Some(name) => Cow::Owned(name),
@@ -403,7 +417,9 @@ pub fn shard_of(txn: &Transaction) -> String {
             Some(_) => return UNKNOWN_SHARD.to_string(),
         }
     }
-    shard.unwrap_or_else(|| UNKNOWN_SHARD.to_string())
+    shard
+        .or_else(|| catalog.map(str::to_string))
+        .unwrap_or_else(|| UNKNOWN_SHARD.to_string())
 }
 
 #[cfg(test)]
@@ -563,6 +579,42 @@ mod tests {
         .unwrap();
         assert_eq!(txns[0].shard, UNKNOWN_SHARD);
         assert_eq!(txns[0].gtid, None);
+    }
+
+    #[test]
+    fn another_services_restart_rows_do_not_count_for_the_shard() {
+        let restart = |id: u64, schema: &str| TableInfo {
+            table: "restart_position".into(),
+            ..table(id, schema)
+        };
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                // Data applied by service nyc, with its restart row.
+                EventBody::Begin,
+                EventBody::TableMap(table(1, "pinnacle")),
+                EventBody::TableMap(restart(2, "shardrep_nyc")),
+                insert(1, 1),
+                insert(2, 2),
+                EventBody::Commit,
+                // A sync of nyc's restart row alone.
+                EventBody::Begin,
+                EventBody::TableMap(restart(2, "shardrep_nyc")),
+                insert(2, 3),
+                EventBody::Commit,
+                // A user table in a schema named like a catalog is a shard.
+                EventBody::Begin,
+                EventBody::TableMap(table(3, "shardrep_data")),
+                EventBody::TableMap(table(1, "pinnacle")),
+                insert(3, 4),
+                insert(1, 5),
+                EventBody::Commit,
+            ],
+        )
+        .unwrap();
+        let shards: Vec<&str> = txns.iter().map(|t| t.shard.as_str()).collect();
+        assert_eq!(shards, ["pinnacle", "shardrep_nyc", UNKNOWN_SHARD]);
     }
 
     #[test]

@@ -249,6 +249,7 @@ pub fn run(
             opts: replica_opts(config),
             catalog: catalog.clone(),
             sql_log_bin: config.replica.sql_log_bin,
+            preserve_origin: config.replica.preserve_origin,
             block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
             retry_max_attempts: config.apply.retry_max_attempts,
             retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),

@@ -458,9 +458,16 @@ fn pending_error(error: &RunError) -> PendingError {
             p.channel = Some(e.channel);
             p
         }
-        RunError::Apply(SchedulerError::Rejected { seqno, message }) => {
+        RunError::Apply(SchedulerError::Rejected {
+            seqno,
+            shard,
+            event_id,
+            message,
+        }) => {
             let mut p = PendingError::new(message.clone());
             p.seqno = Some(seqno.get());
+            p.shard = Some(shard.clone());
+            p.event_id = Some(event_id.clone());
             p
         }
         other => PendingError::new(other.to_string()),

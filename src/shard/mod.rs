@@ -34,6 +34,24 @@ pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
 pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
 
+/// Whether `schema`.`table` is a shardrep restart table: the table
+/// `restart_position` in a schema named `shardrep_<anything>`
+/// ([`filter::CATALOG_PREFIX`]). Another service's applier writes its
+/// restart rows in the same transaction as the data it applies, so with
+/// `replica.sql_log_bin = true` they reach the binlog that transaction is
+/// read from: they never make a transaction's shard (the extractor's
+/// [`shard_of`](crate::extractor::assemble::shard_of) skips them) and no
+/// channel applies them (they belong to the other service's replica).
+/// Only the restart table counts, so a user schema that happens to start
+/// with `shardrep_` is a shard like any other.
+pub fn is_catalog_table(schema: &str, table: &str) -> bool {
+    schema.starts_with(filter::CATALOG_PREFIX) && table == CATALOG_RESTART_TABLE
+}
+
+/// The restart table's name in a catalog schema (the applier's
+/// `restart::RESTART_TABLE`).
+pub const CATALOG_RESTART_TABLE: &str = "restart_position";
+
 /// One problem on one line of a `shard.map` or `shard.list` text.
 ///
 /// Displays as `line N: message`; `N` counts from 1 and counts every line
