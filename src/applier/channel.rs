@@ -794,6 +794,9 @@ impl Channel {
                         "batched block failed; running it statement by statement"
                     );
                     let _ = self.conn.query_drop("ROLLBACK").await;
+                    // A reconnect after the batch error reset the session.
+                    let (first, epoch) = todo[0];
+                    self.set_origin(first, *epoch).await?;
                 }
             }
         }
