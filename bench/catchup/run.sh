@@ -247,6 +247,9 @@ SQL
 }
 
 now() { date +%s.%N; }
+clk_tck=$(getconf CLK_TCK)
+# CPU seconds (user + system) a process has used so far; empty when gone.
+cpu_secs() { awk -v hz="$clk_tck" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || true; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 
 # Progress: one sample a second into $samples ("seconds bytes"); a line on
@@ -329,8 +332,11 @@ shardrep_applied() {  # SERVICE
 
 # shardrep_catchup BLOCK LABEL DIR: run shardrep until idle. Sets run_secs / run_error.
 shardrep_catchup() {
-    local block=$1 label=$2 dir=$3 service=catchup t0 rc last_sample=-1 t bytes i
+    local block=$1 label=$2 dir=$3 service=catchup t0 rc last_sample=-1 t bytes i c
+    local work=$base/shardrep
     mkdir -p "$dir"
+    rm -rf "$work"
+    mkdir -p "$work"
     {
         echo "shard_id master critical"
         for s in $schema_list; do echo "$s $service false"; done
@@ -362,7 +368,7 @@ port = $((SANDBOX_MASTER_PORT + 1))
 user = "$SANDBOX_USER"
 password_env = "SHARDREP_PASSWORD"
 [queue]
-dir = "$dir/queue"
+dir = "$work/queue"
 [apply]
 channels = $channels
 $block_line
@@ -371,7 +377,7 @@ $list_line
 map_file = "$dir/shard.map"
 unknown_shard_policy = "accept"
 [control]
-socket = "$dir/control.sock"
+socket = "$work/control.sock"
 TOML
     SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$shardrep" check-config --config "$dir/shardrep.toml" > "$dir/check-config.txt" 2>&1 \
         || { run_error="check-config failed: $(tail -5 "$dir/check-config.txt" | tr '\n' ' ')"; return; }
@@ -382,6 +388,8 @@ TOML
     shardrep_pid=$!
     while kill -0 "$shardrep_pid" 2>/dev/null; do
         t=$(elapsed "$t0")
+        c=$(cpu_secs "$shardrep_pid")
+        [ -z "$c" ] || applier_cpu=$c
         if awk -v t="$t" -v m="$timeout" 'BEGIN {exit !(t > m)}'; then
             kill -TERM "$shardrep_pid" 2>/dev/null || true
             wait "$shardrep_pid" 2>/dev/null || true
@@ -405,6 +413,7 @@ TOML
     done
     rc=0
     wait "$shardrep_pid" || rc=$?
+    rm -rf "$work"
     t=$(elapsed "$t0")
     shardrep_pid=''
     if [ "$rc" != 0 ]; then
@@ -421,7 +430,7 @@ TOML
 
 # ---------------------------------------------------------------- the runs
 csv=$results/results.csv
-echo "data,durability,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,error" > "$csv"
+echo "data,durability,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,replica_cpu_secs,shardrep_cpu_secs,error" > "$csv"
 declare -A native_secs=()
 failed=0
 
@@ -435,7 +444,10 @@ run_mode() {  # SETTING DATA DURABILITY MODE
     if [ "$data" = io ]; then pool=$io_pool method=O_DIRECT; else pool=$cache_pool; fi
     say "[$label] restoring the replica from the golden copy (flush_log_at_trx_commit=$dur, buffer pool $pool${method:+, $method})"
     restore_replica "$dur" "$pool" "$method"
-    run_secs='' run_error=''
+    run_secs='' run_error='' applier_cpu=''
+    local rpid cpu0 replica_cpu=''
+    rpid=$(cat "$base/replica1/mariadbd.pid")
+    cpu0=$(cpu_secs "$rpid")
     case "$mode" in
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
@@ -443,6 +455,7 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         shardrep) width=$channels; shardrep_catchup on "$label" "$dir" ;;
         shardrep-noblock) width=$channels; shardrep_catchup off "$label" "$dir" ;;
     esac
+    replica_cpu=$(awk -v a="$cpu0" -v b="$(cpu_secs "$rpid")" 'BEGIN {printf "%.1f", b - a}')
     local checksum=-
     if [ -z "$run_error" ]; then
         say "[$label] caught up in $run_secs s; CHECKSUM TABLE against the master"
@@ -470,8 +483,8 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         fi
         say "[$label] $secs s, $tps transactions/s${ratio:+, ${ratio}x native single-threaded}"
     fi
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s"\n' "$data" "flush=$dur" "$mode" "$schemas" "$width" \
-        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "${run_error//\"/\'}" >> "$csv"
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s"\n' "$data" "flush=$dur" "$mode" "$schemas" "$width" \
+        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "${run_error//\"/\'}" >> "$csv"
     # Bytes applied per 10 s, for the plot: the growth of the applied
     # position over each bucket of $bucket s (last sample at or before its
     # end), scaled to MB per 10 s; two points a bucket draw it as steps.
@@ -483,8 +496,9 @@ run_mode() {  # SETTING DATA DURABILITY MODE
             for (edge = w; edge - w < t[n]; edge += w) {
                 while (k < n && t[k + 1] <= edge) k++
                 v = (t[k] <= edge ? b[k] : 0)
-                r = (v - prev) / 1e6 * 10 / w
-                printf "%g %.3f\n%g %.3f\n", edge - w, r, (edge < t[n] ? edge : t[n]), r
+                hi = (edge < t[n] ? edge : t[n])
+                r = (hi > edge - w ? (v - prev) / 1e6 * 10 / (hi - edge + w) : 0)
+                printf "%g %.3f\n%g %.3f\n", edge - w, r, hi, r
                 prev = v
             }
         }' "$samples" > "$dir/per10s.txt"
@@ -507,10 +521,10 @@ done
 echo
 echo "== catch-up results ($(hostname), $(nproc) cores; $schemas schemas, $load_secs s of load)"
 {
-    echo "data durability mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum"
+    echo "data durability mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum cpu_s:replica+shardrep"
     tail -n +2 "$csv" | awk -F, '{
-        printf "%s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8,
-            ($9 == "" ? "-" : $9), ($10 == "" ? "-" : $10 "x"), $11 }'
+        printf "%s %s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8,
+            ($9 == "" ? "-" : $9), ($10 == "" ? "-" : $10 "x"), $11, $12 ($13 == "" ? "" : "+" $13) }'
 } | column -t | tee "$results/results.txt"
 if [ -s "$results/failures.txt" ]; then
     echo
