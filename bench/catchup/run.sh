@@ -487,19 +487,24 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "${run_error//\"/\'}" >> "$csv"
     # Bytes applied per 10 s, for the plot: the growth of the applied
     # position over each bucket of $bucket s (last sample at or before its
-    # end), scaled to MB per 10 s; two points a bucket draw it as steps.
+    # end), scaled to MB per 10 s; a last bucket shorter than half a bucket
+    # joins the one before. Two points a bucket draw it as steps.
     awk -v w="$bucket" '
         { t[NR] = $1; b[NR] = $2; n = NR }
         END {
             if (n == 0) exit
-            prev = 0; k = 1
+            k = 1; m = 0
             for (edge = w; edge - w < t[n]; edge += w) {
                 while (k < n && t[k + 1] <= edge) k++
-                v = (t[k] <= edge ? b[k] : 0)
-                hi = (edge < t[n] ? edge : t[n])
-                r = (hi > edge - w ? (v - prev) / 1e6 * 10 / (hi - edge + w) : 0)
-                printf "%g %.3f\n%g %.3f\n", edge - w, r, hi, r
-                prev = v
+                m++; lo[m] = edge - w; hi[m] = (edge < t[n] ? edge : t[n])
+                v[m] = (t[k] <= edge ? b[k] : 0)
+            }
+            if (m > 1 && hi[m] - lo[m] < w / 2) { hi[m - 1] = hi[m]; v[m - 1] = v[m]; m-- }
+            prev = 0
+            for (i = 1; i <= m; i++) {
+                r = (hi[i] > lo[i] ? (v[i] - prev) / 1e6 * 10 / (hi[i] - lo[i]) : 0)
+                printf "%g %.3f\n%g %.3f\n", lo[i], r, hi[i], r
+                prev = v[i]
             }
         }' "$samples" > "$dir/per10s.txt"
 }
