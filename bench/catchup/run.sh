@@ -25,6 +25,8 @@
 #                        shard name (default), or sbNN -> channel (NN-1) mod C
 #   --bucket SECS        plot buckets (default 10; 2 with --quick), always
 #                        drawn as binlog MB applied per 10 s
+#   --rotate-secs S      FLUSH BINARY LOGS on the master every S s of the load,
+#                        so the backlog spans several binlog files (default 0: never)
 #   --timeout SECS       give up on one catch-up after this long (default 3600)
 #   --stall SECS         ... or when nothing is applied for this long (default 300)
 #   --keep               leave the benchmark's servers running at the end
@@ -44,10 +46,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 
 quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_table_size=1000000
-tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 keep=0
+tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 modes="native conservative optimistic shardrep shardrep-noblock"
 explicit=" "
 while [ $# -gt 0 ]; do
@@ -72,6 +74,7 @@ while [ $# -gt 0 ]; do
         --timeout) timeout=$2 ;;
         --stall) stall_secs=$2 ;;
         --bucket) bucket=$2 ;;
+        --rotate-secs) rotate_secs=$2 ;;
         *) echo "catchup: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     explicit+="$1 "
@@ -91,6 +94,7 @@ channels=${channels:-$schemas}
 for v in schemas threads channels load_secs table_size io_table_size tables timeout stall_secs bucket; do
     [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "catchup: ${v//_/-} wants a positive integer, got '${!v}'" >&2; exit 2; }
 done
+[[ "$rotate_secs" =~ ^[0-9]+$ ]] || { echo "catchup: --rotate-secs wants an integer, got '$rotate_secs'" >&2; exit 2; }
 [ "$schemas" -le 99 ] || { echo "catchup: at most 99 schemas" >&2; exit 2; }
 for d in $data_list; do case "$d" in cache|io) ;; *) echo "catchup: --data takes cache and/or io, got '$d'" >&2; exit 2 ;; esac; done
 for d in $durability_list; do case "$d" in 1|2) ;; *) echo "catchup: --durability takes 1 and/or 2, got '$d'" >&2; exit 2 ;; esac; done
@@ -203,8 +207,15 @@ prepare_data() {
     read -r start_file start_pos < <(msql -e 'SHOW MASTER STATUS' | cut -f1,2)
     start_gtid=$(msql -e 'SELECT @@gtid_binlog_pos')
     say "[$setting] start position $start_file:$start_pos (gtid $start_gtid); $load_secs s of oltp_read_write on $schemas schemas"
+    local rotator=''
+    if [ "$rotate_secs" -gt 0 ]; then
+        # Binlog rotations inside the backlog: every mode must follow them.
+        ( while sleep "$rotate_secs"; do msql -e 'FLUSH BINARY LOGS' || exit 0; done ) &
+        rotator=$!
+    fi
     "$root/scripts/workload.sh" run --schemas "$schemas" --tables "$tables" --table-size "$size" \
         --time "$load_secs" --threads 1 --index-updates 4 --non-index-updates 2
+    if [ -n "$rotator" ]; then kill "$rotator" 2>/dev/null || true; wait "$rotator" 2>/dev/null || true; fi
     read -r end_file end_pos < <(msql -e 'SHOW MASTER STATUS' | cut -f1,2)
     end_gtid=$(msql -e 'SELECT @@gtid_binlog_pos')
     binlog_sizes=$(msql -e 'SHOW BINARY LOGS' | awk -v a="$start_file" -v b="$end_file" '$1 >= a && $1 <= b {print $1, $2}')
