@@ -29,7 +29,8 @@
 #                        so the backlog spans several binlog files (default 0: never)
 #   --timeout SECS       give up on one catch-up after this long (default 3600)
 #   --stall SECS         ... or when nothing is applied for this long (default 300)
-#   --keep               leave the benchmark's servers running at the end
+#   --keep               leave the benchmark's servers running (and their
+#                        datadirs, the golden copy) at the end
 #
 # Environment: CATCHUP_DIR (default /tmp/shardrep-catchup) holds the servers,
 # the golden datadir and the shardrep queues; CATCHUP_PORT (default 25306) is
@@ -46,7 +47,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
 
 quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_table_size=1000000
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
@@ -108,6 +109,7 @@ case "$assign" in hash|even) ;; *) echo "catchup: --assign takes hash or even" >
 export SHARDREP_SANDBOX_DIR=${CATCHUP_DIR:-/tmp/shardrep-catchup}
 export SANDBOX_MASTER_PORT=${CATCHUP_PORT:-25306}
 [ "$SHARDREP_SANDBOX_DIR" != /tmp/shardrep-sandbox ] || { echo "catchup: refusing the shared sandbox directory" >&2; exit 2; }
+case "$SHARDREP_SANDBOX_DIR" in /*/*) ;; *) echo "catchup: CATCHUP_DIR must be an absolute path below a directory (it is removed at the end), got '$SHARDREP_SANDBOX_DIR'" >&2; exit 2 ;; esac
 [ "$SANDBOX_MASTER_PORT" != 13306 ] || { echo "catchup: refusing the shared sandbox port" >&2; exit 2; }
 export SANDBOX_REPLICA_USE_GTID=no
 master_pool=${CATCHUP_MASTER_BUFFER_POOL:-2G}
@@ -155,9 +157,12 @@ cleanup() {
         kill -TERM "$shardrep_pid" 2>/dev/null || true
         wait "$shardrep_pid" 2>/dev/null || true
     fi
+    for n in master replica1; do
+        [ -f "$base/$n/error.log" ] && cp "$base/$n/error.log" "$logs/$n-error.log" 2>/dev/null || true
+    done
     if [ "$keep" = 0 ]; then
-        say "stopping the benchmark's servers ($base); --keep leaves them running"
-        sandbox down >/dev/null 2>&1 || true
+        say "stopping the benchmark's servers and removing $base (their error logs are in $logs); --keep leaves them"
+        sandbox destroy >/dev/null 2>&1 || true
     fi
     exit "$rc"
 }
