@@ -40,7 +40,7 @@ const BLOCK_PREFIX: u8 = b'r';
 /// more than this (it holds the values written since the database was
 /// opened), which is why segments are closed when nobody uses them (see
 /// [`Segment::pin`]).
-pub const SLED_CACHE_BYTES: u64 = 16 << 20;
+pub const SLED_CACHE_BYTES: u64 = 4 << 20;
 
 /// The sled key of chunk `chunk` of the block that starts at `first`.
 pub fn block_key(first: Seqno, chunk: u32) -> [u8; 13] {
