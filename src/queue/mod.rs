@@ -152,8 +152,8 @@ const FLOOR_FILE: &str = "floor";
 
 /// Default `max_size_bytes`: 10 GiB (as `[queue]` in the configuration).
 pub const DEFAULT_MAX_SIZE_BYTES: u64 = 10 << 30;
-/// Default `segment_size_bytes`: 256 MiB.
-pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 256 << 20;
+/// Default `segment_size_bytes`: 64 MiB.
+pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 64 << 20;
 /// Default `flush_interval_ms`: 100 ms.
 pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 /// Default `flush_bytes`: 4 MiB.
