@@ -145,7 +145,7 @@ pub use codec::ExtractorProgress;
 pub use error::QueueError;
 
 use codec::{RecordCursor, RecordError};
-use segment::{parse_segment_dir_name, sync_path, Segment, SegmentPin, CHUNK_BYTES};
+use segment::{parse_segment_dir_name, sync_path, BlockBytes, Segment, SegmentPin, CHUNK_BYTES};
 
 /// Name of the file holding the purge floor in the queue directory.
 const FLOOR_FILE: &str = "floor";
@@ -1380,7 +1380,7 @@ struct Loaded {
     /// The segment directory, for errors (the queue directory for tail
     /// copies).
     origin: PathBuf,
-    bytes: sled::IVec,
+    bytes: BlockBytes,
     /// Offset of the record of `seqno`.
     offset: usize,
     seqno: Seqno,
@@ -1549,7 +1549,7 @@ impl QueueReader {
             }
             return Ok(Located::Loaded(Loaded {
                 origin: self.inner.options.dir.clone(),
-                bytes: sled::IVec::from(&s.tail.data[cursor.offset()..]),
+                bytes: BlockBytes::Owned(s.tail.data[cursor.offset()..].to_vec()),
                 offset: 0,
                 seqno: self.next,
                 damaged_before: None,

@@ -84,7 +84,29 @@ pub struct Block {
     /// Seqno of the block's first record.
     pub first: Seqno,
     /// The records.
-    pub bytes: sled::IVec,
+    pub bytes: BlockBytes,
+}
+
+/// The bytes of a block: sled's value, or the chunks of a large record
+/// joined (owned, so that a large record is not copied once more into a
+/// sled value).
+#[derive(Clone, Debug)]
+pub enum BlockBytes {
+    /// A block stored as one value.
+    Value(sled::IVec),
+    /// Chunks joined, or a copy of records not written to sled yet.
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Value(v) => v,
+            BlockBytes::Owned(v) => v,
+        }
+    }
 }
 
 /// The sled database of a segment and how many users keep it open.
@@ -553,36 +575,42 @@ impl Segment {
     }
 
     /// The chunks of the block that starts at `first`, joined; `None` when
-    /// there is none.
+    /// there is none. A large record is copied chunk by chunk into a buffer
+    /// sized from its last chunk's index, so it is held once, not twice.
     fn load_chunks(&self, db: &sled::Db, first: Seqno) -> Result<Option<Block>, QueueError> {
-        let mut chunks: Vec<sled::IVec> = Vec::new();
-        for item in db.range(block_key(first, 0)..=block_key(first, u32::MAX)) {
-            let (key, value) =
-                item.map_err(|e| self.storage(&format!("read the block of seqno {first}"), e))?;
+        let range = || db.range(block_key(first, 0)..=block_key(first, u32::MAX));
+        let read_error = |e| self.storage(&format!("read the block of seqno {first}"), e);
+        let Some(last) = range().next_back().transpose().map_err(read_error)? else {
+            return Ok(None);
+        };
+        let (_, last_index) = parse_block_key(&last.0).ok_or_else(|| self.bad_key(&last.0))?;
+        let mut single = None;
+        let mut joined = Vec::new();
+        let mut count = 0usize;
+        for item in range() {
+            let (key, value) = item.map_err(read_error)?;
             let (_, index) = parse_block_key(&key).ok_or_else(|| self.bad_key(&key))?;
-            if index as usize != chunks.len() {
+            if index as usize != count {
                 return Err(QueueError::Corrupt {
                     segment: self.dir.clone(),
                     seqno: first,
-                    reason: format!(
-                        "chunk {} of the record is missing (found chunk {index})",
-                        chunks.len()
-                    ),
+                    reason: format!("chunk {count} of the record is missing (found chunk {index})"),
                 });
             }
-            chunks.push(value);
-        }
-        let bytes = match chunks.len() {
-            0 => return Ok(None),
-            1 => chunks.pop().expect("one chunk"),
-            _ => {
-                let total = chunks.iter().map(|c| c.len()).sum();
-                let mut all = Vec::with_capacity(total);
-                for c in &chunks {
-                    all.extend_from_slice(c);
+            count += 1;
+            if last_index == 0 {
+                single = Some(value);
+            } else {
+                if joined.is_empty() {
+                    joined.reserve_exact((last_index as usize + 1).saturating_mul(value.len()));
                 }
-                sled::IVec::from(all)
+                joined.extend_from_slice(&value);
             }
+        }
+        let bytes = match (count, single) {
+            (0, _) => return Ok(None),
+            (1, Some(value)) => BlockBytes::Value(value),
+            _ => BlockBytes::Owned(joined),
         };
         Ok(Some(Block { first, bytes }))
     }
