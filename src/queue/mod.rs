@@ -100,6 +100,15 @@
 //! [`TransactionQueue::purge_applied`] purges below the minimum committed
 //! seqno minus `retention_seqnos`.
 //!
+//! [`TransactionQueue::append`] and [`TransactionQueue::append_async`] also
+//! wait (asking for a flush) while the records appended since the start of
+//! the last completed flush reach four times `flush_bytes` (at least
+//! [`MIN_MAX_UNFLUSHED_BYTES`]): sled buffers writes in memory until they
+//! reach the disk, so a writer faster than the disk would otherwise grow
+//! them without bound. A single record of any size is accepted when
+//! nothing waits for a flush. [`TransactionQueue::try_append`] does not
+//! wait for flushes.
+//!
 //! # sled notes (0.34.7)
 //! - `apply_batch` rolls sled's I/O buffer on every call: about 8,000
 //!   batches/s at most here, against about 55,000 single inserts/s; so
@@ -158,6 +167,10 @@ pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 /// Default `flush_bytes`: 4 MiB.
 pub const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
+/// Least number of record bytes appends may run ahead of the last
+/// completed flush (see [`TransactionQueue::append`]); the bound is four
+/// times `flush_bytes` when that is more.
+pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
@@ -286,6 +299,11 @@ struct Shared {
     progress: Option<ExtractorProgress>,
     unflushed_bytes: u64,
     unflushed_since: Option<Instant>,
+    /// Record bytes appended since the queue was opened.
+    appended_bytes: u64,
+    /// `appended_bytes` when the last completed flush started: what is
+    /// above it sits in the tail or in sled's write buffers.
+    durable_bytes: u64,
     flush_requested: bool,
     closed: bool,
     failed: Option<String>,
@@ -534,6 +552,8 @@ impl TransactionQueue {
             progress,
             unflushed_bytes: 0,
             unflushed_since: None,
+            appended_bytes: 0,
+            durable_bytes: 0,
             flush_requested: false,
             closed: false,
             failed: None,
@@ -605,11 +625,11 @@ impl TransactionQueue {
     ) -> Result<(), QueueError> {
         let record = self.inner.encode(txn, progress)?;
         loop {
-            match self.inner.try_append(txn, progress, &record)? {
+            match self.inner.try_append(txn, progress, &record, true)? {
                 TryAppend::Done => return Ok(()),
                 TryAppend::Full { epoch, .. } => {
                     let mut s = lock(&self.inner.shared);
-                    while s.space_epoch == epoch && !s.closed {
+                    while s.space_epoch == epoch && !s.closed && s.failed.is_none() {
                         s = self.inner.space.wait(s).unwrap_or_else(|e| e.into_inner());
                     }
                 }
@@ -628,7 +648,7 @@ impl TransactionQueue {
         progress: &ExtractorProgress,
     ) -> Result<(), QueueError> {
         let record = self.inner.encode(txn, progress)?;
-        match self.inner.try_append(txn, progress, &record)? {
+        match self.inner.try_append(txn, progress, &record, false)? {
             TryAppend::Done => Ok(()),
             TryAppend::Full { size_bytes, .. } => Err(QueueError::Full {
                 dir: self.inner.options.dir.clone(),
@@ -655,7 +675,7 @@ impl TransactionQueue {
             let notified = self.inner.space_notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.inner.try_append(txn, progress, &record)? {
+            match self.inner.try_append(txn, progress, &record, true)? {
                 TryAppend::Done => return Ok(()),
                 TryAppend::Full { .. } => notified.await,
             }
@@ -1051,17 +1071,32 @@ impl Inner {
     }
 
     fn fail(&self, e: &QueueError) {
-        let mut s = lock(&self.shared);
-        if s.failed.is_none() {
-            s.failed = Some(e.to_string());
+        {
+            let mut s = lock(&self.shared);
+            if s.failed.is_none() {
+                s.failed = Some(e.to_string());
+            }
         }
+        // Appenders waiting for room or for a flush see the failure.
+        self.space.notify_all();
+        self.space_notify.notify_waiters();
     }
 
+    /// Record bytes an appender may put ahead of the last completed flush
+    /// before it waits for the next one (unless none are: a record of any
+    /// size is accepted alone).
+    fn max_unflushed(&self) -> u64 {
+        (4 * self.options.flush_bytes).max(MIN_MAX_UNFLUSHED_BYTES)
+    }
+
+    /// Appends unless the queue is full, or (`wait_for_flush`) more than
+    /// [`Inner::max_unflushed`] bytes wait for a flush.
     fn try_append(
         &self,
         txn: &Transaction,
         progress: &ExtractorProgress,
         record: &[u8],
+        wait_for_flush: bool,
     ) -> Result<TryAppend, QueueError> {
         let dir = &self.options.dir;
         if self.options.read_only {
@@ -1070,7 +1105,7 @@ impl Inner {
         let mut w = lock(&self.writer);
         let rec_len = record.len() as u64;
         let (live, over) = {
-            let s = lock(&self.shared);
+            let mut s = lock(&self.shared);
             if s.closed {
                 return Err(QueueError::Closed { dir: dir.clone() });
             }
@@ -1091,6 +1126,17 @@ impl Inner {
             let size = s.estimated_size() + 2 * rec_len;
             let over = size > self.options.max_size_bytes;
             if live && over {
+                return Ok(TryAppend::Full {
+                    epoch: s.space_epoch,
+                    size_bytes: size,
+                });
+            }
+            if wait_for_flush && s.appended_bytes - s.durable_bytes >= self.max_unflushed() {
+                // The writer is ahead of the disk: wait for the flush
+                // (which bumps the space epoch) instead of piling up sled's
+                // write buffers.
+                s.flush_requested = true;
+                self.flush_cv.notify_one();
                 return Ok(TryAppend::Full {
                     epoch: s.space_epoch,
                     size_bytes: size,
@@ -1141,6 +1187,7 @@ impl Inner {
             s.next = w.next;
             s.progress = Some(progress.clone());
             s.unflushed_bytes += rec_len;
+            s.appended_bytes += rec_len;
             let first_pending = s.unflushed_since.is_none();
             if first_pending {
                 s.unflushed_since = Some(Instant::now());
@@ -1207,6 +1254,7 @@ impl Inner {
             if w.next > s.durable_next {
                 s.durable_next = w.next;
             }
+            s.durable_bytes = s.appended_bytes;
         }
         let seg = match Segment::create(&self.options.dir, w.next, self.open_segments.clone()) {
             Ok(pin) => pin,
@@ -1234,13 +1282,13 @@ impl Inner {
     /// Seals the tail and flushes the active segment; advances the durable
     /// seqno and deletes segments that became deletable.
     fn flush_now(&self) -> Result<Seqno, QueueError> {
-        let (target, active) = {
+        let (target, appended, active) = {
             let mut w = lock(&self.writer);
             self.seal_tail(&mut w)?;
             let mut s = lock(&self.shared);
             s.unflushed_bytes = 0;
             s.unflushed_since = None;
-            (w.next, w.active.clone())
+            (w.next, s.appended_bytes, w.active.clone())
         };
         if let Some(active) = &active {
             if let Err(e) = active.flush() {
@@ -1260,6 +1308,7 @@ impl Inner {
             if target > s.durable_next {
                 s.durable_next = target;
             }
+            s.durable_bytes = s.durable_bytes.max(appended);
             s.space_epoch += 1;
             s.take_purged_segments()
         };
