@@ -53,7 +53,12 @@
 //! open, whatever its backlog: sled 0.34 keeps much of what was written to
 //! or read from an open database in memory, beyond its cache capacity, so
 //! the queue's memory is bounded by the open segments' sizes, not by
-//! `max_size_bytes`.
+//! `max_size_bytes`. Roughly: up to three open segments of about
+//! `segment_size_bytes / 2` record bytes each plus sled's own structures,
+//! plus sled's write buffers (bounded by the flush back-pressure below,
+//! but a single large record fills them with about three times its size,
+//! as its chunks go to sled in one batch), plus the large record itself
+//! while it is appended and while it is read back.
 //!
 //! # Durability contract
 //! - [`TransactionQueue::append`] returns once the transaction is in the
