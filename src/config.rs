@@ -532,7 +532,7 @@ pub struct QueueConfig {
     /// minimum applied seqno of all channels (for `log list`); default 0.
     pub retention_seqnos: u64,
     /// `segment_size_bytes`: storage segment size in bytes; at least 1 and
-    /// at most `max_size_bytes`, default 256 MiB (268435456).
+    /// at most `max_size_bytes`, default 64 MiB (67108864).
     pub segment_size_bytes: u64,
     /// `flush_interval_ms`: longest time between durable flushes, in
     /// milliseconds; at least 1, default 100.
@@ -641,7 +641,7 @@ const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 const DEFAULT_RECONNECT_MAX_BACKOFF_MS: u64 = 30_000;
 const DEFAULT_MAX_SIZE_BYTES: u64 = 10 << 30;
 const DEFAULT_RETENTION_SEQNOS: u64 = 0;
-const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 256 << 20;
+const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 64 << 20;
 const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
 const DEFAULT_CHANNELS: u16 = 8;
@@ -1833,7 +1833,7 @@ socket = "/tmp/c.sock"
                 dir: "/tmp/q".into(),
                 max_size_bytes: 10_737_418_240,
                 retention_seqnos: 0,
-                segment_size_bytes: 268_435_456,
+                segment_size_bytes: 67_108_864,
                 flush_interval_ms: 100,
                 flush_bytes: 4_194_304,
             },

@@ -91,7 +91,7 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "json")]
         to_queue: Option<PathBuf>,
         /// Segment size of the queue given with --to-queue, bytes
-        /// (default: queue.segment_size_bytes of --config, else 268435456).
+        /// (default: queue.segment_size_bytes of --config, else 67108864).
         #[arg(long, value_name = "BYTES", requires = "to_queue")]
         queue_segment_size_bytes: Option<u64>,
     },

@@ -42,6 +42,24 @@
 //!   bytes. A record that fails its checks is an error naming its seqno
 //!   ([`QueueError::Corrupt`]), never a wrong transaction.
 //!
+//! # Open segments and memory
+//! A segment's sled database is open only while something uses it (see
+//! [`segment::Segment`]): the writer's active segment, the segment each
+//! reader is in, the segment [`TransactionQueue::get`] read last, and any
+//! segment for the duration of one call (recovery at open). The writer
+//! lets go of a segment when it rolls past it, after flushing it; a reader
+//! when it moves to the next segment or to the records not yet written to
+//! sled. So a queue with one reader has at most two or three databases
+//! open, whatever its backlog: sled 0.34 keeps much of what was written to
+//! or read from an open database in memory, beyond its cache capacity, so
+//! the queue's memory is bounded by the open segments' sizes, not by
+//! `max_size_bytes`. Roughly: up to three open segments of about
+//! `segment_size_bytes / 2` record bytes each plus sled's own structures,
+//! plus sled's write buffers (bounded by the flush back-pressure below,
+//! but a single large record fills them with about three times its size,
+//! as its chunks go to sled in one batch), plus the large record itself
+//! while it is appended and while it is read back.
+//!
 //! # Durability contract
 //! - [`TransactionQueue::append`] returns once the transaction is in the
 //!   queue's memory (or sled's buffers): readers see it at once, but it is
@@ -87,6 +105,15 @@
 //! [`TransactionQueue::purge_applied`] purges below the minimum committed
 //! seqno minus `retention_seqnos`.
 //!
+//! [`TransactionQueue::append`] and [`TransactionQueue::append_async`] also
+//! wait (asking for a flush) while the records appended since the start of
+//! the last completed flush reach four times `flush_bytes` (at least
+//! [`MIN_MAX_UNFLUSHED_BYTES`]): sled buffers writes in memory until they
+//! reach the disk, so a writer faster than the disk would otherwise grow
+//! them without bound. A single record of any size is accepted when
+//! nothing waits for a flush. [`TransactionQueue::try_append`] does not
+//! wait for flushes.
+//!
 //! # sled notes (0.34.7)
 //! - `apply_batch` rolls sled's I/O buffer on every call: about 8,000
 //!   batches/s at most here, against about 55,000 single inserts/s; so
@@ -107,8 +134,11 @@
 //!   refuses to open ("Read corrupted data"). A segment's `conf` is
 //!   therefore made under `new-seg-…` and renamed into place before the
 //!   segment's database is opened (see [`segment::Segment::create`]).
-//! - Every open of a database that holds data writes a fresh 512 KiB log
-//!   segment, so a segment is never smaller than that once reopened.
+//! - Every open of a database that holds data pads its last log segment to
+//!   512 KiB, so a segment is never smaller than that once reopened (a
+//!   reader reopens a segment the writer closed). The back-pressure
+//!   estimate does not count this padding: at most 512 KiB per segment,
+//!   under 1 % of a segment of the default size.
 
 pub mod codec;
 mod error;
@@ -116,6 +146,7 @@ pub mod segment;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -128,19 +159,23 @@ pub use codec::ExtractorProgress;
 pub use error::QueueError;
 
 use codec::{RecordCursor, RecordError};
-use segment::{parse_segment_dir_name, sync_path, Segment, CHUNK_BYTES};
+use segment::{parse_segment_dir_name, sync_path, BlockBytes, Segment, SegmentPin, CHUNK_BYTES};
 
 /// Name of the file holding the purge floor in the queue directory.
 const FLOOR_FILE: &str = "floor";
 
 /// Default `max_size_bytes`: 10 GiB (as `[queue]` in the configuration).
 pub const DEFAULT_MAX_SIZE_BYTES: u64 = 10 << 30;
-/// Default `segment_size_bytes`: 256 MiB.
-pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 256 << 20;
+/// Default `segment_size_bytes`: 64 MiB.
+pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 64 << 20;
 /// Default `flush_interval_ms`: 100 ms.
 pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 /// Default `flush_bytes`: 4 MiB.
 pub const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
+/// Least number of record bytes appends may run ahead of the last
+/// completed flush (see [`TransactionQueue::append`]); the bound is four
+/// times `flush_bytes` when that is more.
+pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
@@ -269,6 +304,11 @@ struct Shared {
     progress: Option<ExtractorProgress>,
     unflushed_bytes: u64,
     unflushed_since: Option<Instant>,
+    /// Record bytes appended since the queue was opened.
+    appended_bytes: u64,
+    /// `appended_bytes` when the last completed flush started: what is
+    /// above it sits in the tail or in sled's write buffers.
+    durable_bytes: u64,
     flush_requested: bool,
     closed: bool,
     failed: Option<String>,
@@ -315,7 +355,8 @@ impl Shared {
 
 /// The writer's own state (one appender at a time).
 struct Writer {
-    active: Option<Arc<Segment>>,
+    /// The segment appends go to, held open.
+    active: Option<SegmentPin>,
     next: Seqno,
     scratch: Vec<u8>,
 }
@@ -333,6 +374,11 @@ struct Inner {
     data_notify: tokio::sync::Notify,
     space_notify: tokio::sync::Notify,
     purge_lock: Mutex<()>,
+    /// Segments whose sled database is open now.
+    open_segments: Arc<AtomicUsize>,
+    /// The segment [`TransactionQueue::get`] read last, kept open for the
+    /// next call (`log list` gets seqno after seqno).
+    get_pin: Mutex<Option<SegmentPin>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -427,14 +473,18 @@ impl TransactionQueue {
             }
         }
         starts.sort();
+        let open_segments = Arc::new(AtomicUsize::new(0));
         let mut segments: Vec<Arc<Segment>> = starts
             .iter()
-            .map(|&s| Arc::new(Segment::new(&dir, s)))
+            .map(|&s| Arc::new(Segment::new(&dir, s, open_segments.clone())))
             .collect();
 
-        // The last segment with a block holds the last stored transaction.
+        // The last segment with a block holds the last stored transaction;
+        // it stays open for the writer.
         let mut trailing_empty = Vec::new();
+        let mut last_pin = None;
         while let Some(seg) = segments.last() {
+            let pin = seg.pin()?;
             if seg.is_empty()? {
                 if seg.has_data_marker() {
                     return Err(QueueError::SegmentCorrupt {
@@ -447,8 +497,10 @@ impl TransactionQueue {
                         ),
                     });
                 }
+                drop(pin);
                 trailing_empty.push(segments.pop().expect("last"));
             } else {
+                last_pin = Some(pin);
                 break;
             }
         }
@@ -491,7 +543,7 @@ impl TransactionQueue {
         let first_start = segments.first().map_or(next, |s| s.start());
         let floor_file = floor_text.and_then(|t| t.trim().parse::<u64>().ok());
         let floor = Seqno(floor_file.unwrap_or(0).max(first_start.0).min(next.0));
-        let active = segments.last().cloned();
+        let active = last_pin;
         let mut shared = Shared {
             segments: segments.into_iter().map(|s| (s.start(), s)).collect(),
             next,
@@ -505,6 +557,8 @@ impl TransactionQueue {
             progress,
             unflushed_bytes: 0,
             unflushed_since: None,
+            appended_bytes: 0,
+            durable_bytes: 0,
             flush_requested: false,
             closed: false,
             failed: None,
@@ -532,6 +586,8 @@ impl TransactionQueue {
             data_notify: tokio::sync::Notify::new(),
             space_notify: tokio::sync::Notify::new(),
             purge_lock: Mutex::new(()),
+            open_segments,
+            get_pin: Mutex::new(None),
         });
         let flusher = if read_only {
             None
@@ -574,11 +630,11 @@ impl TransactionQueue {
     ) -> Result<(), QueueError> {
         let record = self.inner.encode(txn, progress)?;
         loop {
-            match self.inner.try_append(txn, progress, &record)? {
+            match self.inner.try_append(txn, progress, &record, true)? {
                 TryAppend::Done => return Ok(()),
                 TryAppend::Full { epoch, .. } => {
                     let mut s = lock(&self.inner.shared);
-                    while s.space_epoch == epoch && !s.closed {
+                    while s.space_epoch == epoch && !s.closed && s.failed.is_none() {
                         s = self.inner.space.wait(s).unwrap_or_else(|e| e.into_inner());
                     }
                 }
@@ -597,7 +653,7 @@ impl TransactionQueue {
         progress: &ExtractorProgress,
     ) -> Result<(), QueueError> {
         let record = self.inner.encode(txn, progress)?;
-        match self.inner.try_append(txn, progress, &record)? {
+        match self.inner.try_append(txn, progress, &record, false)? {
             TryAppend::Done => Ok(()),
             TryAppend::Full { size_bytes, .. } => Err(QueueError::Full {
                 dir: self.inner.options.dir.clone(),
@@ -624,7 +680,7 @@ impl TransactionQueue {
             let notified = self.inner.space_notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.inner.try_append(txn, progress, &record)? {
+            match self.inner.try_append(txn, progress, &record, true)? {
                 TryAppend::Done => return Ok(()),
                 TryAppend::Full { .. } => notified.await,
             }
@@ -651,15 +707,32 @@ impl TransactionQueue {
             next: seqno,
             durable_only: false,
             current: None,
+            pin: None,
         })
     }
 
-    /// The transaction `seqno`, `None` when it is not stored yet.
+    /// The transaction `seqno`, `None` when it is not stored yet. The
+    /// segment it is read from stays open until a `get` needs another one
+    /// or the segment is purged.
     ///
     /// # Errors
     /// As [`QueueReader::try_next`].
     pub fn get(&self, seqno: Seqno) -> Result<Option<Transaction>, QueueError> {
-        self.reader_from(seqno)?.try_next()
+        let mut reader = self.reader_from(seqno)?;
+        reader.pin = lock(&self.inner.get_pin).take();
+        let result = reader.try_next();
+        let old = std::mem::replace(&mut *lock(&self.inner.get_pin), reader.pin.take());
+        drop(old);
+        result
+    }
+
+    /// How many segments have their sled database open now: the writer's,
+    /// the ones readers are in, the last one [`TransactionQueue::get`] read
+    /// and the ones a call is using at this instant. Each costs memory
+    /// (sled's cache and what it keeps of the values written and read), so
+    /// tests and diagnostics watch it.
+    pub fn open_segments(&self) -> usize {
+        self.inner.open_segments.load(Ordering::Relaxed)
     }
 
     /// The lowest stored (not purged) seqno; `None` when the queue holds
@@ -731,7 +804,7 @@ impl TransactionQueue {
             inner.space.notify_all();
             inner.space_notify.notify_waiters();
         }
-        drop(removed);
+        inner.drop_purged(removed);
         if moved {
             inner.write_floor(floor)?;
         }
@@ -853,9 +926,9 @@ impl TransactionQueue {
     }
 
     /// Flushes, stops the flusher and closes the queue. Readers created
-    /// from it keep working on what is stored, and keep the segments' sled
-    /// databases open: drop them before opening the queue again in the same
-    /// process.
+    /// from it keep working on what is stored, and keep the sled database
+    /// of the segment each is in open: drop them before opening the queue
+    /// again in the same process.
     ///
     /// # Errors
     /// The final flush's error; [`QueueError::Failed`] when an earlier
@@ -866,6 +939,19 @@ impl TransactionQueue {
     }
 
     fn shutdown(&mut self) -> Result<(), QueueError> {
+        let result = self.stop_flusher();
+        // Close the segments the queue itself holds open (readers keep
+        // theirs).
+        let active = lock(&self.inner.writer).active.take();
+        drop(active);
+        let cached = lock(&self.inner.get_pin).take();
+        drop(cached);
+        result
+    }
+
+    /// Stops the flusher (once; read-only queues have none) and flushes
+    /// what is left.
+    fn stop_flusher(&mut self) -> Result<(), QueueError> {
         let Some(flusher) = self.flusher.take() else {
             return Ok(());
         };
@@ -990,17 +1076,32 @@ impl Inner {
     }
 
     fn fail(&self, e: &QueueError) {
-        let mut s = lock(&self.shared);
-        if s.failed.is_none() {
-            s.failed = Some(e.to_string());
+        {
+            let mut s = lock(&self.shared);
+            if s.failed.is_none() {
+                s.failed = Some(e.to_string());
+            }
         }
+        // Appenders waiting for room or for a flush see the failure.
+        self.space.notify_all();
+        self.space_notify.notify_waiters();
     }
 
+    /// Record bytes an appender may put ahead of the last completed flush
+    /// before it waits for the next one (unless none are: a record of any
+    /// size is accepted alone).
+    fn max_unflushed(&self) -> u64 {
+        (4 * self.options.flush_bytes).max(MIN_MAX_UNFLUSHED_BYTES)
+    }
+
+    /// Appends unless the queue is full, or (`wait_for_flush`) more than
+    /// [`Inner::max_unflushed`] bytes wait for a flush.
     fn try_append(
         &self,
         txn: &Transaction,
         progress: &ExtractorProgress,
         record: &[u8],
+        wait_for_flush: bool,
     ) -> Result<TryAppend, QueueError> {
         let dir = &self.options.dir;
         if self.options.read_only {
@@ -1009,7 +1110,7 @@ impl Inner {
         let mut w = lock(&self.writer);
         let rec_len = record.len() as u64;
         let (live, over) = {
-            let s = lock(&self.shared);
+            let mut s = lock(&self.shared);
             if s.closed {
                 return Err(QueueError::Closed { dir: dir.clone() });
             }
@@ -1030,6 +1131,17 @@ impl Inner {
             let size = s.estimated_size() + 2 * rec_len;
             let over = size > self.options.max_size_bytes;
             if live && over {
+                return Ok(TryAppend::Full {
+                    epoch: s.space_epoch,
+                    size_bytes: size,
+                });
+            }
+            if wait_for_flush && s.appended_bytes - s.durable_bytes >= self.max_unflushed() {
+                // The writer is ahead of the disk: wait for the flush
+                // (which bumps the space epoch) instead of piling up sled's
+                // write buffers.
+                s.flush_requested = true;
+                self.flush_cv.notify_one();
                 return Ok(TryAppend::Full {
                     epoch: s.space_epoch,
                     size_bytes: size,
@@ -1080,6 +1192,7 @@ impl Inner {
             s.next = w.next;
             s.progress = Some(progress.clone());
             s.unflushed_bytes += rec_len;
+            s.appended_bytes += rec_len;
             let first_pending = s.unflushed_since.is_none();
             if first_pending {
                 s.unflushed_since = Some(Instant::now());
@@ -1146,9 +1259,10 @@ impl Inner {
             if w.next > s.durable_next {
                 s.durable_next = w.next;
             }
+            s.durable_bytes = s.appended_bytes;
         }
-        let seg = match Segment::create(&self.options.dir, w.next) {
-            Ok(seg) => Arc::new(seg),
+        let seg = match Segment::create(&self.options.dir, w.next, self.open_segments.clone()) {
+            Ok(pin) => pin,
             Err(e) => {
                 self.fail(&e);
                 return Err(e);
@@ -1157,27 +1271,29 @@ impl Inner {
         seg.measure();
         let removed = {
             let mut s = lock(&self.shared);
-            s.segments.insert(seg.start(), seg.clone());
+            s.segments.insert(seg.start(), seg.segment().clone());
             s.tail.first = w.next;
             s.space_epoch += 1;
             s.take_purged_segments()
         };
-        w.active = Some(seg);
+        // The old segment is flushed: it closes unless a reader is in it.
+        let old = w.active.replace(seg);
+        drop(old);
         self.changed.notify_all();
-        drop(removed);
+        self.drop_purged(removed);
         Ok(())
     }
 
     /// Seals the tail and flushes the active segment; advances the durable
     /// seqno and deletes segments that became deletable.
     fn flush_now(&self) -> Result<Seqno, QueueError> {
-        let (target, active) = {
+        let (target, appended, active) = {
             let mut w = lock(&self.writer);
             self.seal_tail(&mut w)?;
             let mut s = lock(&self.shared);
             s.unflushed_bytes = 0;
             s.unflushed_since = None;
-            (w.next, w.active.clone())
+            (w.next, s.appended_bytes, w.active.clone())
         };
         if let Some(active) = &active {
             if let Err(e) = active.flush() {
@@ -1197,6 +1313,7 @@ impl Inner {
             if target > s.durable_next {
                 s.durable_next = target;
             }
+            s.durable_bytes = s.durable_bytes.max(appended);
             s.space_epoch += 1;
             s.take_purged_segments()
         };
@@ -1204,8 +1321,32 @@ impl Inner {
         self.space.notify_all();
         self.data_notify.notify_waiters();
         self.space_notify.notify_waiters();
-        drop(removed);
+        drop(active);
+        self.drop_purged(removed);
         Ok(target)
+    }
+
+    /// Drops segments taken out of the queue by
+    /// [`Shared::take_purged_segments`] (deleting their directories once no
+    /// reader holds them), and the segment kept open by
+    /// [`TransactionQueue::get`] if it is one of them.
+    fn drop_purged(&self, removed: Vec<Arc<Segment>>) {
+        if removed.is_empty() {
+            return;
+        }
+        let cached = {
+            let mut get_pin = lock(&self.get_pin);
+            let purged = get_pin
+                .as_ref()
+                .is_some_and(|p| removed.iter().any(|r| Arc::ptr_eq(r, p.segment())));
+            if purged {
+                get_pin.take()
+            } else {
+                None
+            }
+        };
+        drop(cached);
+        drop(removed);
     }
 
     fn flusher_loop(&self) {
@@ -1273,6 +1414,9 @@ pub struct QueueReader {
     next: Seqno,
     durable_only: bool,
     current: Option<Loaded>,
+    /// The segment the reader is in, held open while it reads it; released
+    /// when the reader moves past it.
+    pin: Option<SegmentPin>,
 }
 
 impl std::fmt::Debug for QueueReader {
@@ -1290,7 +1434,7 @@ struct Loaded {
     /// The segment directory, for errors (the queue directory for tail
     /// copies).
     origin: PathBuf,
-    bytes: sled::IVec,
+    bytes: BlockBytes,
     /// Offset of the record of `seqno`.
     offset: usize,
     seqno: Seqno,
@@ -1363,10 +1507,14 @@ impl QueueReader {
                 let s = lock(&self.inner.shared);
                 if self.next < s.floor {
                     self.current = None;
+                    let floor = s.floor;
+                    drop(s);
+                    // Let the purged segment close and go.
+                    self.pin = None;
                     return Err(QueueError::Purged {
                         dir: self.inner.options.dir.clone(),
                         seqno: self.next,
-                        first_kept: s.floor,
+                        first_kept: floor,
                     });
                 }
                 let limit = if self.durable_only {
@@ -1390,8 +1538,26 @@ impl QueueReader {
             };
             if let Some(found) = segment {
                 match found {
-                    Located::Loaded(loaded) => self.current = Some(loaded),
-                    Located::InSegment(seg) => self.current = Some(self.load(&seg)?),
+                    Located::Loaded(loaded) => {
+                        // Tail records: the reader is past every segment
+                        // but the writer's, which the writer holds open.
+                        self.current = Some(loaded);
+                        self.pin = None;
+                    }
+                    Located::InSegment(seg) => {
+                        let pinned = self
+                            .pin
+                            .as_ref()
+                            .is_some_and(|p| Arc::ptr_eq(p.segment(), &seg));
+                        if !pinned {
+                            // Hold the new segment open, then let the one
+                            // the reader moved past close.
+                            let pin = seg.pin().map_err(|e| self.opening_error(e))?;
+                            let old = self.pin.replace(pin);
+                            drop(old);
+                        }
+                        self.current = Some(self.load(&seg)?);
+                    }
                 }
                 continue;
             }
@@ -1437,7 +1603,7 @@ impl QueueReader {
             }
             return Ok(Located::Loaded(Loaded {
                 origin: self.inner.options.dir.clone(),
-                bytes: sled::IVec::from(&s.tail.data[cursor.offset()..]),
+                bytes: BlockBytes::Owned(s.tail.data[cursor.offset()..].to_vec()),
                 offset: 0,
                 seqno: self.next,
                 damaged_before: None,
@@ -1453,20 +1619,25 @@ impl QueueReader {
         }
     }
 
-    /// Loads the block of `self.next` from `seg` and positions on it.
-    fn load(&self, seg: &Segment) -> Result<Loaded, QueueError> {
-        let seqno = self.next;
-        // A segment whose data file sled cannot recover: name the seqno.
-        let named = |e: QueueError| match e {
+    /// A segment whose data file sled cannot recover: an error naming the
+    /// reader's seqno.
+    fn opening_error(&self, e: QueueError) -> QueueError {
+        match e {
             QueueError::SegmentCorrupt {
                 segment, reason, ..
             } => QueueError::Corrupt {
                 segment,
-                seqno,
+                seqno: self.next,
                 reason: format!("its segment cannot be opened: {reason}"),
             },
             other => other,
-        };
+        }
+    }
+
+    /// Loads the block of `self.next` from `seg` and positions on it.
+    fn load(&self, seg: &Segment) -> Result<Loaded, QueueError> {
+        let seqno = self.next;
+        let named = |e: QueueError| self.opening_error(e);
         let block = match seg.block_starting_at(seqno).map_err(named)? {
             Some(b) => Some(b),
             None => seg.block_at(seqno).map_err(named)?,

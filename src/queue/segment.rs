@@ -10,8 +10,8 @@
 //! 0, 1, ... of [`CHUNK_BYTES`] written in one sled batch.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::position::Seqno;
 
@@ -36,8 +36,11 @@ pub const NEW_PREFIX: &str = "new-";
 /// Key prefix of block chunks.
 const BLOCK_PREFIX: u8 = b'r';
 
-/// Cache of each segment's sled database, bytes.
-const SLED_CACHE_BYTES: u64 = 16 << 20;
+/// Cache of each open segment's sled database, bytes. sled 0.34 keeps
+/// more than this (it holds the values written since the database was
+/// opened), which is why segments are closed when nobody uses them (see
+/// [`Segment::pin`]).
+pub const SLED_CACHE_BYTES: u64 = 4 << 20;
 
 /// The sled key of chunk `chunk` of the block that starts at `first`.
 pub fn block_key(first: Seqno, chunk: u32) -> [u8; 13] {
@@ -81,16 +84,58 @@ pub struct Block {
     /// Seqno of the block's first record.
     pub first: Seqno,
     /// The records.
-    pub bytes: sled::IVec,
+    pub bytes: BlockBytes,
 }
 
-/// One segment: directory, lazily opened sled database, size accounting.
+/// The bytes of a block: sled's value, or the chunks of a large record
+/// joined (owned, so that a large record is not copied once more into a
+/// sled value).
+#[derive(Clone, Debug)]
+pub enum BlockBytes {
+    /// A block stored as one value.
+    Value(sled::IVec),
+    /// Chunks joined, or a copy of records not written to sled yet.
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Value(v) => v,
+            BlockBytes::Owned(v) => v,
+        }
+    }
+}
+
+/// The sled database of a segment and how many users keep it open.
+#[derive(Default)]
+struct DbState {
+    db: Option<sled::Db>,
+    /// [`SegmentPin`]s and calls in progress. The database is closed when
+    /// this drops to zero.
+    users: usize,
+}
+
+/// One segment: directory, sled database opened while it is used, size
+/// accounting.
+///
+/// The database is opened on first use and closed as soon as nobody uses
+/// it: every method that reads or writes it holds it open for the call,
+/// and a [`SegmentPin`] (the writer's active segment, the segment a reader
+/// is in) holds it open across calls. sled 0.34 keeps in memory much of
+/// what was written or read since the database was opened, whatever its
+/// cache capacity, so the queue's memory is bounded by the number of open
+/// segments and their size, not by the backlog.
 pub struct Segment {
     start: Seqno,
     dir: PathBuf,
     /// The queue directory (for the trash rename on removal).
     queue_dir: PathBuf,
-    db: Mutex<Option<sled::Db>>,
+    db: Mutex<DbState>,
+    /// Open segments of the queue (shared by its segments).
+    open_count: Arc<AtomicUsize>,
     /// Bytes on disk at the last measurement.
     measured_bytes: AtomicU64,
     /// Block bytes written since the last measurement.
@@ -113,10 +158,77 @@ impl std::fmt::Debug for Segment {
     }
 }
 
+/// Keeps a segment's sled database open while it lives (see
+/// [`Segment`]). Cloning it adds a user.
+pub struct SegmentPin {
+    seg: Arc<Segment>,
+}
+
+impl SegmentPin {
+    /// The pinned segment.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+}
+
+impl std::ops::Deref for SegmentPin {
+    type Target = Segment;
+
+    fn deref(&self) -> &Segment {
+        &self.seg
+    }
+}
+
+impl Clone for SegmentPin {
+    fn clone(&self) -> SegmentPin {
+        let mut state = self.seg.state();
+        debug_assert!(state.users > 0 && state.db.is_some());
+        state.users += 1;
+        drop(state);
+        SegmentPin {
+            seg: self.seg.clone(),
+        }
+    }
+}
+
+impl Drop for SegmentPin {
+    fn drop(&mut self) {
+        self.seg.release();
+    }
+}
+
+impl std::fmt::Debug for SegmentPin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SegmentPin").field(&self.seg.start).finish()
+    }
+}
+
+/// The database of a segment held open for one call.
+struct DbUse<'a> {
+    seg: &'a Segment,
+    db: Option<sled::Db>,
+}
+
+impl std::ops::Deref for DbUse<'_> {
+    type Target = sled::Db;
+
+    fn deref(&self) -> &sled::Db {
+        self.db.as_ref().expect("held until drop")
+    }
+}
+
+impl Drop for DbUse<'_> {
+    fn drop(&mut self) {
+        // Our handle first, so that closing drops the last one.
+        drop(self.db.take());
+        self.seg.release();
+    }
+}
+
 impl Segment {
     /// A handle on the segment directory `queue_dir/seg-<start>`, not yet
-    /// opened.
-    pub fn new(queue_dir: &Path, start: Seqno) -> Segment {
+    /// opened. `open_count` counts the queue's open segments.
+    pub fn new(queue_dir: &Path, start: Seqno, open_count: Arc<AtomicUsize>) -> Segment {
         let dir = queue_dir.join(segment_dir_name(start));
         let measured = dir_size(&dir).unwrap_or(0);
         let marked = dir.join(HAS_DATA_MARKER).exists();
@@ -124,7 +236,8 @@ impl Segment {
             start,
             dir,
             queue_dir: queue_dir.to_path_buf(),
-            db: Mutex::new(None),
+            db: Mutex::new(DbState::default()),
+            open_count,
             measured_bytes: AtomicU64::new(measured),
             written_since: AtomicU64::new(0),
             written_total: AtomicU64::new(measured / 2),
@@ -168,12 +281,16 @@ impl Segment {
     /// `new-seg-<start>`; everything but its `conf` is deleted, the `conf`
     /// fsynced, the directory renamed to `seg-<start>`, and the real
     /// database opened there (sled reads the `conf` and never rewrites it).
-    /// The returned segment is open.
+    /// The returned segment is open, held by the returned pin.
     ///
     /// # Errors
     /// [`QueueError::Layout`] when `seg-<start>` exists; I/O and sled
     /// errors.
-    pub fn create(queue_dir: &Path, start: Seqno) -> Result<Segment, QueueError> {
+    pub fn create(
+        queue_dir: &Path,
+        start: Seqno,
+        open_count: Arc<AtomicUsize>,
+    ) -> Result<SegmentPin, QueueError> {
         let name = segment_dir_name(start);
         let final_dir = queue_dir.join(&name);
         let tmp = queue_dir.join(format!("{NEW_PREFIX}{name}"));
@@ -214,10 +331,10 @@ impl Segment {
         std::fs::rename(&tmp, &final_dir)
             .map_err(|e| io(format!("rename {} to {name}", tmp.display()), e))?;
         sync_path(queue_dir).map_err(|e| io("fsync the directory".into(), e))?;
-        let seg = Segment::new(queue_dir, start);
-        seg.db()?;
+        let seg = Arc::new(Segment::new(queue_dir, start, open_count));
+        let pin = seg.pin()?;
         seg.sync_files()?;
-        Ok(seg)
+        Ok(pin)
     }
 
     /// The segment's first seqno.
@@ -230,26 +347,73 @@ impl Segment {
         &self.dir
     }
 
-    /// The sled database, opened on first use.
+    fn state(&self) -> std::sync::MutexGuard<'_, DbState> {
+        // Every update of the state completes before its guard drops.
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a user, opening the database if it is closed; returns a
+    /// handle on it.
     ///
     /// # Errors
     /// [`QueueError::Storage`] when sled fails (the message says when the
     /// lock is held by another process), [`QueueError::SegmentCorrupt`]
     /// when sled panics while recovering the data file (sled 0.34 does so
     /// on a damaged log instead of returning an error).
-    pub fn db(&self) -> Result<sled::Db, QueueError> {
-        let mut guard = self.db.lock().expect("segment mutex");
-        if let Some(db) = guard.as_ref() {
-            return Ok(db.clone());
-        }
-        let db = open_sled(&self.dir, self.start)?;
-        *guard = Some(db.clone());
+    fn acquire(&self) -> Result<sled::Db, QueueError> {
+        let mut state = self.state();
+        let db = match &state.db {
+            Some(db) => db.clone(),
+            None => {
+                let db = open_sled(&self.dir, self.start)?;
+                self.open_count.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(segment = %self.dir.display(), "queue segment opened");
+                state.db = Some(db.clone());
+                db
+            }
+        };
+        state.users += 1;
         Ok(db)
+    }
+
+    /// Removes a user; closes the database when it was the last one.
+    fn release(&self) {
+        let mut state = self.state();
+        state.users -= 1;
+        if state.users == 0 {
+            if let Some(db) = state.db.take() {
+                // Closed under the lock, so that a reopen waits for sled to
+                // release its file lock. Dropping flushes what is left.
+                drop(db);
+                self.open_count.fetch_sub(1, Ordering::Relaxed);
+                tracing::debug!(segment = %self.dir.display(), "queue segment closed");
+            }
+        }
+    }
+
+    /// The database held open for one call.
+    fn db(&self) -> Result<DbUse<'_>, QueueError> {
+        let db = self.acquire()?;
+        Ok(DbUse {
+            seg: self,
+            db: Some(db),
+        })
+    }
+
+    /// Keeps the database open (opening it now) until the pin and its
+    /// clones are dropped.
+    ///
+    /// # Errors
+    /// As opening the database: [`QueueError::Storage`],
+    /// [`QueueError::SegmentCorrupt`].
+    pub fn pin(self: &Arc<Self>) -> Result<SegmentPin, QueueError> {
+        self.acquire()?;
+        Ok(SegmentPin { seg: self.clone() })
     }
 
     /// Whether the sled database is open.
     pub fn is_open(&self) -> bool {
-        self.db.lock().expect("segment mutex").is_some()
+        self.state().db.is_some()
     }
 
     /// Estimated bytes on disk: the last measurement plus twice the block
@@ -411,36 +575,42 @@ impl Segment {
     }
 
     /// The chunks of the block that starts at `first`, joined; `None` when
-    /// there is none.
+    /// there is none. A large record is copied chunk by chunk into a buffer
+    /// sized from its last chunk's index, so it is held once, not twice.
     fn load_chunks(&self, db: &sled::Db, first: Seqno) -> Result<Option<Block>, QueueError> {
-        let mut chunks: Vec<sled::IVec> = Vec::new();
-        for item in db.range(block_key(first, 0)..=block_key(first, u32::MAX)) {
-            let (key, value) =
-                item.map_err(|e| self.storage(&format!("read the block of seqno {first}"), e))?;
+        let range = || db.range(block_key(first, 0)..=block_key(first, u32::MAX));
+        let read_error = |e| self.storage(&format!("read the block of seqno {first}"), e);
+        let Some(last) = range().next_back().transpose().map_err(read_error)? else {
+            return Ok(None);
+        };
+        let (_, last_index) = parse_block_key(&last.0).ok_or_else(|| self.bad_key(&last.0))?;
+        let mut single = None;
+        let mut joined = Vec::new();
+        let mut count = 0usize;
+        for item in range() {
+            let (key, value) = item.map_err(read_error)?;
             let (_, index) = parse_block_key(&key).ok_or_else(|| self.bad_key(&key))?;
-            if index as usize != chunks.len() {
+            if index as usize != count {
                 return Err(QueueError::Corrupt {
                     segment: self.dir.clone(),
                     seqno: first,
-                    reason: format!(
-                        "chunk {} of the record is missing (found chunk {index})",
-                        chunks.len()
-                    ),
+                    reason: format!("chunk {count} of the record is missing (found chunk {index})"),
                 });
             }
-            chunks.push(value);
-        }
-        let bytes = match chunks.len() {
-            0 => return Ok(None),
-            1 => chunks.pop().expect("one chunk"),
-            _ => {
-                let total = chunks.iter().map(|c| c.len()).sum();
-                let mut all = Vec::with_capacity(total);
-                for c in &chunks {
-                    all.extend_from_slice(c);
+            count += 1;
+            if last_index == 0 {
+                single = Some(value);
+            } else {
+                if joined.is_empty() {
+                    joined.reserve_exact((last_index as usize + 1).saturating_mul(value.len()));
                 }
-                sled::IVec::from(all)
+                joined.extend_from_slice(&value);
             }
+        }
+        let bytes = match (count, single) {
+            (0, _) => return Ok(None),
+            (1, Some(value)) => BlockBytes::Value(value),
+            _ => BlockBytes::Owned(joined),
         };
         Ok(Some(Block { first, bytes }))
     }
@@ -487,8 +657,11 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         // Close sled first: its drop flushes and releases the file lock.
-        let db = self.db.get_mut().map(Option::take).unwrap_or(None);
-        drop(db);
+        let state = self.db.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(db) = state.db.take() {
+            drop(db);
+            self.open_count.fetch_sub(1, Ordering::Relaxed);
+        }
         if !*self.remove_on_drop.get_mut() {
             return;
         }
