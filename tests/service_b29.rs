@@ -238,3 +238,71 @@ async fn takeover_refuses_a_statement_format_master() {
     assert!(process.terminate());
     spec.remove(sb).await;
 }
+
+// A lost queue with committed restart rows: the service refuses to start
+// (OFFLINE:ERROR naming the queue, the seqno and the way out) instead of
+// renumbering and skipping; after `offline` and `handback`, `online` takes
+// the replica over afresh and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_queue_is_refused_and_recovered_by_handback() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    native_from_now(sb).await;
+    let schema = unique_schema("lostq");
+    let q = quote_ident(&schema);
+    run_on_master(
+        sb,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.ev (id INT PRIMARY KEY, payload CHAR(32), n INT)"),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    let spec = ServiceSpec::new("lostq", std::slice::from_ref(&schema), "takeover");
+    spec.write_config(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    for i in 0..20 {
+        run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES ({i}, 'a', {i})")).await;
+    }
+    wait_applied_to_master(sb, &spec).await;
+    assert!(process.terminate());
+    std::fs::remove_dir_all(spec.dir.join("queue")).unwrap();
+    run_on_master(
+        sb,
+        &format!("INSERT INTO {q}.ev VALUES (100, 'while down', 1)"),
+    )
+    .await;
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = status(&spec);
+    let message = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is empty") && message.contains("handback"),
+        "{s}"
+    );
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    assert_native_ok(sb).await;
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES (101, 'after', 2)")).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_table_equal(sb, Server::Master, TARGET, &schema, "ev").await;
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    assert_native_ok(sb).await;
+    assert!(process.terminate());
+    drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    spec.remove(sb).await;
+}

@@ -163,6 +163,35 @@ pub fn run(
         let _ = conn.disconnect().await;
         Ok::<_, RunError>((rows, map))
     })?;
+    // An empty queue with committed restart rows: the queue was lost (or
+    // is another service's). Seqnos cannot be rebuilt safely, and any
+    // other start would skip or repeat transactions: refuse.
+    if queue.last_progress().is_none() {
+        if let Some(applied) = rows.iter().filter_map(|r| r.seqno).min() {
+            let row = rows
+                .iter()
+                .find(|r| r.seqno == Some(applied))
+                .expect("the minimum is a row's");
+            let all_equal = rows.iter().all(|r| r.seqno == Some(applied));
+            return Err(RunError::Setup(format!(
+                "the queue {} is empty, but the replica's restart rows ({catalog}.{}) show \
+                 channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
+                 was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
+                config.queue.dir.display(),
+                restart::RESTART_TABLE,
+                row.event_id,
+                if row.gtid.is_empty() { "-" } else { &row.gtid },
+                if all_equal {
+                    "Every channel is at that seqno: `shardrepctl offline` (acknowledges this \
+                     error), `shardrepctl handback` (hands the replica back to native replication \
+                     there), then `shardrepctl online` takes it over afresh."
+                } else {
+                    "The channels are at different seqnos: restore the queue directory, or see \
+                     the README (recovering a lost queue)."
+                }
+            )));
+        }
+    }
     // Takeover: a service with no queue and no restart position starts
     // where the replica's native replication stopped.
     let initial_start = if queue.last_progress().is_none()
@@ -214,22 +243,30 @@ pub fn run(
     // Extractor thread.
     let extract_stop = Arc::new(AtomicBool::new(false));
     let extract_idle = Arc::new(AtomicBool::new(false));
+    // The extractor's error, seen by the scheduler at once (the run goes
+    // OFFLINE:ERROR instead of waiting for transactions that never come).
+    let extract_failed: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let extractor = {
         let queue = queue.clone();
         let config = config.clone();
         let extract_stop = extract_stop.clone();
         let extract_idle = extract_idle.clone();
+        let extract_failed = extract_failed.clone();
         std::thread::Builder::new()
             .name("shardrep-extract".into())
             .spawn(move || {
-                extract_loop(
+                let result = extract_loop(
                     &config,
                     &queue,
                     &extract_stop,
                     &extract_idle,
                     stop_when_idle,
                     initial_start,
-                )
+                );
+                if let Err(message) = &result {
+                    *extract_failed.lock().expect("extract error") = Some(message.clone());
+                }
+                result
             })
             .map_err(|e| RunError::Setup(format!("cannot start the extractor thread: {e}")))?
     };
@@ -300,6 +337,9 @@ pub fn run(
                         }
                     }
                     return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
+                }
+                if let Some(message) = extract_failed.lock().expect("extract error").clone() {
+                    return Err(format!("extractor: {message}"));
                 }
                 if stop_when_idle
                     && extract_idle.load(Ordering::Acquire)

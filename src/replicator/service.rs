@@ -297,7 +297,12 @@ impl Service {
                 let pending = pending_error(&error);
                 tracing::error!(error = %error, "OFFLINE:ERROR");
                 inner.last_error = Some(error.to_string());
-                inner.unclean = Some(format!("the last run stopped on an error: {error}"));
+                // A run that failed before applying (setup) leaves the
+                // restart rows as they were; any other may have stopped
+                // channels at different seqnos.
+                if !matches!(error, RunError::Setup(_)) {
+                    inner.unclean = Some(format!("the last run stopped on an error: {error}"));
+                }
                 let _ = inner.machine.apply(Event::Fail(pending));
                 // The rows as the failed run left them.
                 let catalog = self.config.catalog_schema();
