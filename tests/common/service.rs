@@ -255,6 +255,17 @@ pub struct ShardrepProcess {
     pub log: PathBuf,
 }
 
+/// A process still running when its handle goes (a failed test) is
+/// killed, so it cannot act on the sandbox during later tests.
+impl Drop for ShardrepProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl ShardrepProcess {
     /// SIGKILL, and reap it.
     pub fn kill(mut self) {
