@@ -415,6 +415,26 @@ impl Service {
         })?
     }
 
+    /// Applies `edit` to the stored map for each of `rows` (all rows
+    /// checked first); an edit's error is reported with `kind`.
+    fn edit_entries(
+        &self,
+        rows: &[ShardRow],
+        kind: ErrorKind,
+        edit: impl Fn(&mut ShardMap, ShardEntry) -> Result<(), String>,
+    ) -> Result<usize, ControlError> {
+        let entries = rows
+            .iter()
+            .map(ShardEntry::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.edit_map(|map| {
+            for e in entries.iter().cloned() {
+                edit(map, e).map_err(|m| ControlError::new(kind, m))?;
+            }
+            Ok(entries.len())
+        })
+    }
+
     fn read_map(&self) -> Result<ShardMap, ControlError> {
         self.edit_map(|_| Ok(0))?;
         Ok(self
@@ -642,30 +662,14 @@ impl ControlHandler for Service {
     }
 
     fn shard_insert(&self, rows: Vec<ShardRow>) -> Result<usize, ControlError> {
-        let entries = rows
-            .iter()
-            .map(ShardEntry::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.edit_map(|map| {
-            for e in entries.iter().cloned() {
-                map.insert(e)
-                    .map_err(|e| ControlError::new(ErrorKind::Invalid, e.to_string()))?;
-            }
-            Ok(entries.len())
+        self.edit_entries(&rows, ErrorKind::Invalid, |map, e| {
+            map.insert(e).map_err(|e| e.to_string())
         })
     }
 
     fn shard_update(&self, rows: Vec<ShardRow>) -> Result<usize, ControlError> {
-        let entries = rows
-            .iter()
-            .map(ShardEntry::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.edit_map(|map| {
-            for e in entries.iter().cloned() {
-                map.update(e)
-                    .map_err(|e| ControlError::new(ErrorKind::NotFound, e.to_string()))?;
-            }
-            Ok(entries.len())
+        self.edit_entries(&rows, ErrorKind::NotFound, |map, e| {
+            map.update(e).map(drop).map_err(|e| e.to_string())
         })
     }
 
