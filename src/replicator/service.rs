@@ -234,6 +234,10 @@ impl Service {
             .me
             .upgrade()
             .ok_or_else(|| failed("the service is shutting down"))?;
+        // ONLINE as soon as the channels apply (so timeInStateSeconds
+        // counts from then, not from the next control request).
+        let watcher = service.clone();
+        let observer = options.observer.clone();
         std::thread::Builder::new()
             .name("shardrep-run".into())
             .spawn(move || {
@@ -241,6 +245,22 @@ impl Service {
                 service.run_finished(result, &options);
             })
             .map_err(|e| failed(format!("cannot start the run thread: {e}")))?;
+        if let Some(observer) = observer {
+            let _ = std::thread::Builder::new()
+                .name("shardrep-online".into())
+                .spawn(move || loop {
+                    let mut inner = watcher.lock();
+                    if inner.machine.state() != State::GoingOnlineSynchronizing {
+                        return;
+                    }
+                    if observer.applying.load(Ordering::Acquire) {
+                        Self::refresh(&mut inner);
+                        return;
+                    }
+                    drop(inner);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                });
+        }
         Ok(state)
     }
 
