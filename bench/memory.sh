@@ -302,7 +302,7 @@ TOML
             [ "${rss:-0}" -le "$peak" ] || peak=$rss
             [ "${hwm:-0}" = 0 ] || last_hwm=$hwm
             # The queue's size every 5 s (du is not free).
-            if [ $((n % 10)) = 0 ]; then q=$(du -sk "$dir/queue" 2>/dev/null | cut -f1); fi
+            if [ $((n % 10)) = 0 ]; then q=$(du -sk "$dir/queue" 2>/dev/null | cut -f1 || true); fi
             printf '%.1f\t%s\t%s\t%s\n' "$(echo "$(date +%s.%N) - $t0" | bc)" "$rss" "$hwm" "${q:-0}" >> "$samples"
         fi
         n=$((n + 1))
