@@ -33,6 +33,9 @@
 //! Records are concatenated into *blocks* (see [`super`]); a block is
 //! parsed record by record with [`RecordCursor`].
 
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::event::Transaction;
@@ -155,6 +158,324 @@ pub fn record_bytes(txn: &Transaction, progress: &ExtractorProgress) -> Result<V
     let mut out = Vec::new();
     encode_record(txn, progress, &mut Vec::new(), &mut out)?;
     Ok(out)
+}
+
+/// Length in bytes of the record of `txn` with `progress` (header and
+/// payload), computed without building it: one serialization pass that
+/// only counts.
+///
+/// # Errors
+/// See [`encode_record`].
+pub fn record_len(txn: &Transaction, progress: &ExtractorProgress) -> Result<u64, String> {
+    let own_gtid = own_gtid_position(txn);
+    let record = record_ref(txn, progress, &own_gtid);
+    let payload = postcard::experimental::serialized_size(&record).map_err(|e| e.to_string())?;
+    let mut varint = Vec::with_capacity(10);
+    push_varint(&mut varint, payload as u64);
+    Ok((FIXED_HEADER + varint.len() + payload) as u64)
+}
+
+fn record_ref<'a>(
+    txn: &'a Transaction,
+    progress: &'a ExtractorProgress,
+    own_gtid: &GtidPos,
+) -> RecordRef<'a> {
+    RecordRef {
+        epoch: progress.epoch,
+        position: (progress.position != txn.end_position).then_some(&progress.position),
+        gtid_position: (progress.gtid_position != *own_gtid).then_some(&progress.gtid_position),
+        transaction: txn,
+    }
+}
+
+/// A postcard output that hashes the payload and writes it through.
+struct HashingWriter<'w, W: Write> {
+    out: &'w mut W,
+    hasher: crc32fast::Hasher,
+    written: u64,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> HashingWriter<'_, W> {
+    fn extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.hasher.update(data);
+        self.written += data.len() as u64;
+        self.out.write_all(data).map_err(|e| {
+            self.error = Some(e);
+            postcard::Error::SerializeBufferFull
+        })
+    }
+}
+
+/// Writes the record of `txn` with `progress` to `out`, `len` bytes in all
+/// (as [`record_len`] computed), serializing the payload straight into
+/// `out` (never into one buffer of the record's size): the header is
+/// written with a zero CRC, which is then written in place (`out` is
+/// positioned at the record's start when called, and after it on
+/// return).
+///
+/// # Errors
+/// I/O errors of `out`; an [`std::io::ErrorKind::InvalidData`] error when
+/// the payload does not have the length `len` implies.
+pub fn write_record<W: Write + Seek>(
+    txn: &Transaction,
+    progress: &ExtractorProgress,
+    len: u64,
+    out: &mut W,
+) -> std::io::Result<()> {
+    let own_gtid = own_gtid_position(txn);
+    let record = record_ref(txn, progress, &own_gtid);
+    let start = out.stream_position()?;
+    let mut header = vec![FORMAT_V1, 0, 0, 0, 0];
+    // The payload length from the record length: the varint's own size
+    // depends on it, so try each size.
+    let payload_len = (1..=10u64)
+        .filter_map(|n| len.checked_sub(FIXED_HEADER as u64 + n))
+        .find(|&p| {
+            let mut v = Vec::new();
+            push_varint(&mut v, p);
+            FIXED_HEADER as u64 + v.len() as u64 + p == len
+        })
+        .ok_or_else(|| invalid(format!("no payload length gives a record of {len} bytes")))?;
+    push_varint(&mut header, payload_len);
+    out.write_all(&header)?;
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&header[..1]);
+    hasher.update(&header[FIXED_HEADER..]);
+    let mut sink = HashingWriter {
+        out,
+        hasher,
+        written: 0,
+        error: None,
+    };
+    let result = postcard::serialize_with_flavor(&record, &mut sink);
+    if let Some(e) = sink.error.take() {
+        return Err(e);
+    }
+    result.map_err(|e| invalid(e.to_string()))?;
+    if sink.written != payload_len {
+        return Err(invalid(format!(
+            "the payload took {} bytes, {payload_len} were counted",
+            sink.written
+        )));
+    }
+    let crc = sink.hasher.clone().finalize();
+    let end = start + len;
+    out.seek(SeekFrom::Start(start + 1))?;
+    out.write_all(&crc.to_le_bytes())?;
+    out.seek(SeekFrom::Start(end))?;
+    Ok(())
+}
+
+impl<W: Write> postcard::ser_flavors::Flavor for &mut HashingWriter<'_, W> {
+    type Output = ();
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.extend(data)
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.extend(&[data])
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+/// A postcard input reading from `R`, at most `remaining` bytes; values
+/// that span reads are copied into one scratch buffer (the decoded types
+/// own their bytes, so nothing borrows from the input).
+struct ReadFlavor<R: Read> {
+    input: R,
+    remaining: u64,
+    scratch: Vec<u8>,
+    error: Option<std::io::Error>,
+}
+
+impl<R: Read> ReadFlavor<R> {
+    fn fill(&mut self, ct: usize) -> postcard::Result<()> {
+        if ct as u64 > self.remaining {
+            return Err(postcard::Error::DeserializeUnexpectedEnd);
+        }
+        self.scratch.clear();
+        self.scratch.resize(ct, 0);
+        self.input.read_exact(&mut self.scratch).map_err(|e| {
+            self.error = Some(e);
+            postcard::Error::DeserializeUnexpectedEnd
+        })?;
+        self.remaining -= ct as u64;
+        Ok(())
+    }
+}
+
+impl<'de, R: Read + 'de> postcard::de_flavors::Flavor<'de> for ReadFlavor<R> {
+    type Remainder = u64;
+    type Source = ();
+
+    fn pop(&mut self) -> postcard::Result<u8> {
+        self.fill(1)?;
+        Ok(self.scratch[0])
+    }
+
+    fn try_take_n(&mut self, _ct: usize) -> postcard::Result<&'de [u8]> {
+        // Only borrowed `&str`/`&[u8]` fields ask for this; records hold
+        // none.
+        Err(postcard::Error::DeserializeBadEncoding)
+    }
+
+    fn try_take_n_temp<'a>(&'a mut self, ct: usize) -> postcard::Result<&'a [u8]>
+    where
+        'de: 'a,
+    {
+        self.fill(ct)?;
+        Ok(&self.scratch)
+    }
+
+    fn finalize(self) -> postcard::Result<u64> {
+        Ok(self.remaining)
+    }
+}
+
+/// Checks and decodes the record stored alone in the file at `path` (an
+/// external record, see [`super::segment`]), which must be `len` bytes
+/// long: a first pass checks its header and CRC, a second decodes it
+/// straight from the file, so the record is never held whole in memory
+/// (only the decoded transaction is). With `head_only`, only the progress
+/// and the transaction's first fields are decoded; the returned
+/// transaction then has no tables and no changes.
+///
+/// # Errors
+/// [`RecordError::Corrupt`] for a file of another length, a damaged or
+/// cut record, or an I/O error reading it;
+/// [`RecordError::UnsupportedFormat`].
+pub fn read_record_file(
+    path: &Path,
+    len: u64,
+    head_only: bool,
+) -> Result<(Transaction, ExtractorProgress), RecordError> {
+    let io = |e: std::io::Error| RecordError::Corrupt(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(io)?;
+    let actual = file.metadata().map_err(io)?.len();
+    if actual != len {
+        return Err(RecordError::Corrupt(format!(
+            "its file {} holds {actual} bytes, the record is {len} bytes",
+            path.display()
+        )));
+    }
+    let mut input = std::io::BufReader::with_capacity(64 << 10, file);
+    let mut head = [0u8; FIXED_HEADER + 10];
+    let n = (len as usize).min(head.len());
+    input.read_exact(&mut head[..n]).map_err(io)?;
+    let head = &head[..n];
+    let Some(&format) = head.first() else {
+        return Err(RecordError::Corrupt("no record bytes".into()));
+    };
+    if format != FORMAT_V1 {
+        return Err(RecordError::UnsupportedFormat(format));
+    }
+    let stored_crc = u32::from_le_bytes(
+        head.get(1..FIXED_HEADER)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| RecordError::Corrupt("record header cut short".into()))?,
+    );
+    let (payload_len, used) = read_varint(&head[FIXED_HEADER.min(head.len())..])
+        .ok_or_else(|| RecordError::Corrupt("malformed payload length".into()))?;
+    let payload_start = (FIXED_HEADER + used) as u64;
+    if payload_start + payload_len != len {
+        return Err(RecordError::Corrupt(format!(
+            "record of {len} bytes with a payload length of {payload_len} bytes"
+        )));
+    }
+    // Pass 1: the CRC over the format byte, the length and the payload.
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&head[..1]);
+    hasher.update(&head[FIXED_HEADER..]);
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let got = input.read(&mut buf).map_err(io)?;
+        if got == 0 {
+            break;
+        }
+        hasher.update(&buf[..got]);
+    }
+    drop(buf);
+    let crc = hasher.finalize();
+    if crc != stored_crc {
+        return Err(RecordError::Corrupt(format!(
+            "CRC mismatch: stored {stored_crc:#010x}, computed {crc:#010x} over {} bytes",
+            len - FIXED_HEADER as u64 + 1
+        )));
+    }
+    // Pass 2: decode from the file.
+    input.seek(SeekFrom::Start(payload_start)).map_err(io)?;
+    let mut de = postcard::Deserializer::from_flavor(ReadFlavor {
+        input,
+        remaining: payload_len,
+        scratch: Vec::new(),
+        error: None,
+    });
+    let bad = |e: postcard::Error| RecordError::Corrupt(format!("payload does not decode: {e}"));
+    if head_only {
+        let record = RecordHead::deserialize(&mut de).map_err(bad)?;
+        let txn = Transaction {
+            seqno: record.seqno,
+            server_id: record.server_id,
+            gtid: record.gtid,
+            commit_id: record.commit_id,
+            start_position: record.start_position,
+            end_position: record.end_position,
+            commit_timestamp: 0,
+            shard: String::new(),
+            tables: Vec::new(),
+            changes: Vec::new(),
+        };
+        let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
+        return Ok((txn, progress));
+    }
+    let record = RecordOwned::deserialize(&mut de).map_err(bad)?;
+    let rest = de.finalize().map_err(bad)?;
+    if rest != 0 {
+        return Err(RecordError::Corrupt(format!(
+            "payload has {rest} bytes after the record"
+        )));
+    }
+    let txn = record.transaction;
+    let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
+    Ok((txn, progress))
+}
+
+/// The first fields of a record: its progress and what the progress is
+/// derived from.
+#[derive(Deserialize)]
+struct RecordHead {
+    epoch: Epoch,
+    position: Option<BinlogPosition>,
+    gtid_position: Option<GtidPos>,
+    seqno: Seqno,
+    server_id: u32,
+    gtid: Option<crate::position::Gtid>,
+    commit_id: Option<u64>,
+    start_position: BinlogPosition,
+    end_position: BinlogPosition,
+}
+
+fn progress_of(
+    txn: &Transaction,
+    epoch: Epoch,
+    position: Option<BinlogPosition>,
+    gtid_position: Option<GtidPos>,
+) -> ExtractorProgress {
+    ExtractorProgress {
+        seqno: txn.seqno,
+        epoch,
+        position: position.unwrap_or_else(|| txn.end_position.clone()),
+        gtid_position: gtid_position.unwrap_or_else(|| own_gtid_position(txn)),
+    }
 }
 
 fn push_varint(out: &mut Vec<u8>, mut n: u64) {

@@ -177,6 +177,12 @@ pub const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
 /// times `flush_bytes` when that is more.
 pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 
+/// A transaction whose [`Transaction::approx_bytes`] reach this (256 KiB)
+/// is stored as an *external record* (its own file in the segment
+/// directory, see [`segment::Segment::write_external`]) instead of in
+/// sled, so that neither the queue nor sled ever holds it whole in memory.
+pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
+
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -416,6 +422,25 @@ enum TryAppend {
     },
 }
 
+/// A record ready to append.
+enum Encoded {
+    /// Its bytes (small and chunked records).
+    Bytes(Vec<u8>),
+    /// An external record, serialized into its own file when it is
+    /// appended; its length in bytes.
+    External { len: u64 },
+}
+
+impl Encoded {
+    /// The record's length, bytes.
+    fn len(&self) -> u64 {
+        match self {
+            Encoded::Bytes(b) => b.len() as u64,
+            Encoded::External { len } => *len,
+        }
+    }
+}
+
 impl TransactionQueue {
     /// Opens the queue in `options.dir`, creating it if missing, and
     /// recovers its state: the last stored transaction and its progress,
@@ -535,6 +560,8 @@ impl TransactionQueue {
         }
         if let Some(seg) = segments.last() {
             if !options.read_only {
+                // Files of external records whose reference a crash lost.
+                seg.remove_external_from(next)?;
                 seg.sync_files()?;
                 sync_path(&dir).map_err(|e| io("fsync the directory", e))?;
             }
@@ -1005,6 +1032,16 @@ fn last_record(seg: &Segment) -> Result<(Seqno, ExtractorProgress), QueueError> 
     let block = seg
         .block_starting_at(last_block)?
         .expect("the last key's block exists");
+    if let BlockBytes::External { path, len } = &block.bytes {
+        // Only the progress is needed: the transaction's changes are not
+        // decoded.
+        let (txn, progress) = codec::read_record_file(path, *len, true)
+            .map_err(|e| record_error(seg.dir(), block.first, e))?;
+        if txn.seqno != block.first {
+            return Err(wrong_seqno(seg.dir(), block.first, txn.seqno));
+        }
+        return Ok((block.first, progress));
+    }
     let mut cursor = RecordCursor::new(&block.bytes, 0, block.first);
     let mut last = None;
     while !cursor.at_end() {
@@ -1055,7 +1092,7 @@ impl Inner {
         &self,
         txn: &Transaction,
         progress: &ExtractorProgress,
-    ) -> Result<Vec<u8>, QueueError> {
+    ) -> Result<Encoded, QueueError> {
         if progress.seqno != txn.seqno {
             return Err(QueueError::ProgressMismatch {
                 dir: self.options.dir.clone(),
@@ -1063,16 +1100,21 @@ impl Inner {
                 progress: progress.seqno,
             });
         }
+        let encode_error = |message| QueueError::Encode {
+            dir: self.options.dir.clone(),
+            seqno: txn.seqno,
+            message,
+        };
+        if txn.approx_bytes() >= EXTERNAL_MIN_BYTES {
+            let len = codec::record_len(txn, progress).map_err(encode_error)?;
+            if len > CHUNK_BYTES as u64 {
+                return Ok(Encoded::External { len });
+            }
+        }
         let mut out = Vec::with_capacity(1024);
         let mut scratch = Vec::new();
-        codec::encode_record(txn, progress, &mut scratch, &mut out).map_err(|message| {
-            QueueError::Encode {
-                dir: self.options.dir.clone(),
-                seqno: txn.seqno,
-                message,
-            }
-        })?;
-        Ok(out)
+        codec::encode_record(txn, progress, &mut scratch, &mut out).map_err(encode_error)?;
+        Ok(Encoded::Bytes(out))
     }
 
     fn fail(&self, e: &QueueError) {
@@ -1100,7 +1142,7 @@ impl Inner {
         &self,
         txn: &Transaction,
         progress: &ExtractorProgress,
-        record: &[u8],
+        record: &Encoded,
         wait_for_flush: bool,
     ) -> Result<TryAppend, QueueError> {
         let dir = &self.options.dir;
@@ -1108,7 +1150,7 @@ impl Inner {
             return Err(QueueError::ReadOnly { dir: dir.clone() });
         }
         let mut w = lock(&self.writer);
-        let rec_len = record.len() as u64;
+        let rec_len = record.len();
         let (live, over) = {
             let mut s = lock(&self.shared);
             if s.closed {
@@ -1165,26 +1207,40 @@ impl Inner {
         let active = w.active.clone().expect("rolled above");
 
         let seqno = txn.seqno;
-        if record.len() > CHUNK_BYTES {
-            self.seal_tail(&mut w)?;
-            if let Err(e) = active.write_block(seqno, record) {
-                self.fail(&e);
-                return Err(e);
+        let small = match record {
+            Encoded::Bytes(bytes) if bytes.len() <= CHUNK_BYTES => Some(bytes),
+            _ => None,
+        };
+        match (record, small) {
+            (_, Some(bytes)) => {
+                let tail_len = lock(&self.shared).tail.data.len();
+                if tail_len + bytes.len() > CHUNK_BYTES {
+                    self.seal_tail(&mut w)?;
+                }
             }
-        } else {
-            let tail_len = lock(&self.shared).tail.data.len();
-            if tail_len + record.len() > CHUNK_BYTES {
+            (Encoded::Bytes(bytes), None) => {
                 self.seal_tail(&mut w)?;
+                if let Err(e) = active.write_block(seqno, bytes) {
+                    self.fail(&e);
+                    return Err(e);
+                }
+            }
+            (Encoded::External { len }, None) => {
+                self.seal_tail(&mut w)?;
+                if let Err(e) = active.write_external(seqno, txn, progress, *len) {
+                    self.fail(&e);
+                    return Err(e);
+                }
             }
         }
         w.next = Seqno(seqno.0 + 1);
         let (wake_readers, wake_flusher) = {
             let mut s = lock(&self.shared);
-            if record.len() <= CHUNK_BYTES {
+            if let Some(bytes) = small {
                 if s.tail.count == 0 {
                     s.tail.first = seqno;
                 }
-                s.tail.data.extend_from_slice(record);
+                s.tail.data.extend_from_slice(bytes);
                 s.tail.count += 1;
             } else {
                 s.tail.first = w.next;
@@ -1526,7 +1582,10 @@ impl QueueReader {
                     return Ok(None);
                 }
                 if let Some(loaded) = &self.current {
-                    if loaded.seqno == self.next && loaded.offset < loaded.bytes.len() {
+                    let external = matches!(loaded.bytes, BlockBytes::External { .. });
+                    if loaded.seqno == self.next
+                        && (external || loaded.offset < loaded.bytes.len())
+                    {
                         None
                     } else {
                         self.current = None;
@@ -1562,6 +1621,24 @@ impl QueueReader {
                 continue;
             }
             let loaded = self.current.as_mut().expect("checked above");
+            if let BlockBytes::External { path, len } = &loaded.bytes {
+                // A record alone in its own file: decoded from there.
+                let seqno = loaded.seqno;
+                let (txn, progress) = codec::read_record_file(path, *len, false)
+                    .map_err(|e| loaded.error(seqno, e))?;
+                if txn.seqno != seqno {
+                    return Err(loaded.error(
+                        seqno,
+                        RecordError::Corrupt(format!(
+                            "the record in its place holds seqno {}",
+                            txn.seqno
+                        )),
+                    ));
+                }
+                self.current = None;
+                self.next = Seqno(seqno.0 + 1);
+                return Ok(Some((txn, with_progress.then_some(progress))));
+            }
             let mut cursor = RecordCursor::new(&loaded.bytes, loaded.offset, loaded.seqno);
             let (seqno, raw) = cursor
                 .next_raw()
@@ -1648,6 +1725,18 @@ impl QueueReader {
             reason: "no block of the segment holds it".into(),
         };
         let block = block.ok_or_else(missing)?;
+        if let BlockBytes::External { .. } = block.bytes {
+            if block.first != seqno {
+                return Err(missing());
+            }
+            return Ok(Loaded {
+                origin: seg.dir().to_path_buf(),
+                offset: 0,
+                seqno,
+                bytes: block.bytes,
+                damaged_before: None,
+            });
+        }
         let mut cursor = RecordCursor::new(&block.bytes, 0, block.first);
         let mut damaged_before = None;
         while cursor.seqno() < seqno {

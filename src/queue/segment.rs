@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::position::Seqno;
 
-use super::QueueError;
+use super::{codec, QueueError};
 
 /// Largest sled value the queue writes, bytes. sled 0.34 stores a tree
 /// node whose serialized size exceeds a quarter of its log segment
@@ -35,6 +35,37 @@ pub const NEW_PREFIX: &str = "new-";
 
 /// Key prefix of block chunks.
 const BLOCK_PREFIX: u8 = b'r';
+
+/// First byte of the sled value that stands for an *external* record: a
+/// record stored alone in its own file of the segment directory
+/// ([`external_file_name`]) instead of in sled. The value is this byte and
+/// the record's length in bytes (u64 little endian): 9 bytes. Records
+/// start with their format byte (1), so the two never mix.
+pub const EXTERNAL_TAG: u8 = 0xFE;
+
+/// Length of the sled value of an external record, bytes.
+const EXTERNAL_VALUE_LEN: usize = 9;
+
+/// Prefix of the file names of external records.
+pub const EXTERNAL_PREFIX: &str = "rec-";
+
+/// The file name of the external record of `seqno`: `rec-` and the seqno
+/// as 20 decimal digits.
+pub fn external_file_name(seqno: Seqno) -> String {
+    format!("{EXTERNAL_PREFIX}{:020}", seqno.0)
+}
+
+/// The seqno of an external record's file name; `None` for other names.
+pub fn parse_external_file_name(name: &str) -> Option<Seqno> {
+    let digits = name.strip_prefix(EXTERNAL_PREFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Seqno)
+}
+
+/// Write buffer of an external record's file, bytes.
+const EXTERNAL_WRITE_BUFFER: usize = 256 << 10;
 
 /// Cache of each open segment's sled database, bytes. sled 0.34 keeps
 /// more than this (it holds the values written since the database was
@@ -96,6 +127,15 @@ pub enum BlockBytes {
     Value(sled::IVec),
     /// Chunks joined, or a copy of records not written to sled yet.
     Owned(Vec<u8>),
+    /// An external record: one record in its own file, read from there
+    /// (see [`crate::queue::codec::read_record_file`]); it has no bytes
+    /// here (it derefs to an empty slice).
+    External {
+        /// The record's file.
+        path: PathBuf,
+        /// The record's length, bytes.
+        len: u64,
+    },
 }
 
 impl std::ops::Deref for BlockBytes {
@@ -105,6 +145,7 @@ impl std::ops::Deref for BlockBytes {
         match self {
             BlockBytes::Value(v) => v,
             BlockBytes::Owned(v) => v,
+            BlockBytes::External { .. } => &[],
         }
     }
 }
@@ -536,6 +577,99 @@ impl Segment {
         Ok(())
     }
 
+    /// Writes the record of `txn` (seqno `seqno`) with `progress`, `len`
+    /// bytes long ([`codec::record_len`]), as an external record: the
+    /// record is serialized straight into its own file (so it is never
+    /// held whole in memory, and sled, which keeps what it writes in
+    /// memory while the database is open, never sees it), the file and
+    /// the directory are fsynced, and only then the 9-byte reference is
+    /// inserted into sled, which makes the record part of the segment
+    /// (durable at the next flush, like any block). A crash before that
+    /// leaves a file without a reference, deleted at the next open
+    /// ([`Segment::remove_external_from`]).
+    ///
+    /// # Errors
+    /// [`QueueError::Io`] when the file cannot be written (it is deleted
+    /// again), [`QueueError::Encode`] when the record does not have the
+    /// counted length, [`QueueError::Storage`] from sled.
+    pub fn write_external(
+        &self,
+        seqno: Seqno,
+        txn: &crate::event::Transaction,
+        progress: &codec::ExtractorProgress,
+        len: u64,
+    ) -> Result<(), QueueError> {
+        let db = self.db()?;
+        let path = self.dir.join(external_file_name(seqno));
+        let written = (|| {
+            let file = std::fs::File::create(&path)?;
+            let mut out = std::io::BufWriter::with_capacity(EXTERNAL_WRITE_BUFFER, file);
+            codec::write_record(txn, progress, len, &mut out)?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            sync_path(&self.dir)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(if e.kind() == std::io::ErrorKind::InvalidData {
+                QueueError::Encode {
+                    dir: self.queue_dir.clone(),
+                    seqno,
+                    message: e.to_string(),
+                }
+            } else {
+                QueueError::Io {
+                    dir: self.queue_dir.clone(),
+                    op: format!("write the {len} byte record of seqno {seqno} to {}", path.display()),
+                    source: e,
+                }
+            });
+        }
+        let mut value = [0u8; EXTERNAL_VALUE_LEN];
+        value[0] = EXTERNAL_TAG;
+        value[1..].copy_from_slice(&len.to_le_bytes());
+        db.insert(block_key(seqno, 0), &value[..]).map_err(|e| {
+            self.storage(&format!("write the reference to the record of seqno {seqno}"), e)
+        })?;
+        self.add_written(len);
+        Ok(())
+    }
+
+    /// Deletes the external record files of seqnos at or above `from`:
+    /// after a crash, the files of records whose reference did not reach
+    /// the disk (the queue's next seqno is `from`). Returns how many were
+    /// deleted.
+    ///
+    /// # Errors
+    /// I/O errors, as [`QueueError::Io`].
+    pub fn remove_external_from(&self, from: Seqno) -> Result<usize, QueueError> {
+        let io = |op: String, e: std::io::Error| QueueError::Io {
+            dir: self.queue_dir.clone(),
+            op,
+            source: e,
+        };
+        let mut removed = 0;
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| io(format!("list {}", self.dir.display()), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io(format!("list {}", self.dir.display()), e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if parse_external_file_name(&name).is_some_and(|s| s >= from) {
+                tracing::info!(
+                    file = %entry.path().display(),
+                    "deleting the file of a record whose write did not complete before a crash"
+                );
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| io(format!("delete {}", entry.path().display()), e))?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_path(&self.dir).map_err(|e| io(format!("fsync {}", self.dir.display()), e))?;
+        }
+        Ok(removed)
+    }
+
     /// The block that holds `seqno`: the block with the greatest first
     /// seqno at or below it. `None` when the segment has no such block.
     ///
@@ -609,6 +743,26 @@ impl Segment {
         }
         let bytes = match (count, single) {
             (0, _) => return Ok(None),
+            (1, Some(value)) if value.first() == Some(&EXTERNAL_TAG) => {
+                let len = value
+                    .get(1..EXTERNAL_VALUE_LEN)
+                    .filter(|_| value.len() == EXTERNAL_VALUE_LEN)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes)
+                    .ok_or_else(|| QueueError::Corrupt {
+                        segment: self.dir.clone(),
+                        seqno: first,
+                        reason: format!(
+                            "the value of its external record is {} bytes, not \
+                             {EXTERNAL_VALUE_LEN}",
+                            value.len()
+                        ),
+                    })?;
+                BlockBytes::External {
+                    path: self.dir.join(external_file_name(first)),
+                    len,
+                }
+            }
             (1, Some(value)) => BlockBytes::Value(value),
             _ => BlockBytes::Owned(joined),
         };

@@ -618,3 +618,187 @@ fn segments_nobody_uses_are_closed() {
     assert_eq!(read_all(&q, 1400), (1400..1500).collect::<Vec<_>>());
     assert_eq!(q.open_segments(), 1);
 }
+
+/// The names of the external record files of the segment starting at
+/// `start`.
+fn external_files(dir: &TempDir, start: u64) -> Vec<String> {
+    let seg = dir.0.join(segment::segment_dir_name(Seqno(start)));
+    let mut names: Vec<String> = std::fs::read_dir(seg)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(segment::EXTERNAL_PREFIX))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn large_records_are_external_files_and_round_trip() {
+    let dir = TempDir::new("external");
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    let big = EXTERNAL_MIN_BYTES + 1000;
+    append_range(&q, 0..3, 50);
+    let t3 = txn(3, big);
+    // An explicit progress (not derived from the transaction) survives.
+    let mut p3 = progress(&t3);
+    p3.position = BinlogPosition::new("mariadb-bin.000007", 4).unwrap();
+    p3.gtid_position = "0-1-1003,5-9-1".parse().unwrap();
+    q.append(&t3, &p3).unwrap();
+    append_range(&q, 4..6, 50);
+    let t6 = txn(6, 3 * big);
+    q.append(&t6, &progress(&t6)).unwrap();
+    // Readers see them before and after the flush.
+    assert_eq!(q.get(Seqno(3)).unwrap().unwrap(), t3);
+    let mut reader = q.reader_from(Seqno(2)).unwrap();
+    let got: Vec<u64> = reader.by_ref().map(|r| r.unwrap().seqno.0).collect();
+    assert_eq!(got, vec![2, 3, 4, 5, 6]);
+    q.flush().unwrap();
+    assert_eq!(
+        external_files(&dir, 0),
+        vec![
+            segment::external_file_name(Seqno(3)),
+            segment::external_file_name(Seqno(6))
+        ]
+    );
+    drop(reader);
+    q.close().unwrap();
+    // Reopened with an external record last: its progress is recovered.
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(7));
+    assert_eq!(q.last_progress(), Some(progress(&t6)));
+    let mut reader = q.reader_from(Seqno(0)).unwrap();
+    for s in 0..7u64 {
+        let (t, p) = reader.try_next_with_progress().unwrap().unwrap();
+        assert_eq!(t.seqno, Seqno(s));
+        match s {
+            3 => assert_eq!((t, p), (t3.clone(), p3.clone())),
+            6 => assert_eq!(t, t6),
+            _ => assert_eq!(t, txn(s, 50)),
+        }
+    }
+    assert!(reader.try_next().unwrap().is_none());
+    drop(reader);
+    // Purging the segment deletes its files with it.
+    append_range(&q, 7..8, 50);
+    q.close().unwrap();
+}
+
+#[test]
+fn external_record_interrupted_by_a_crash_is_dropped_at_open() {
+    let dir = TempDir::new("external-crash");
+    let big = EXTERNAL_MIN_BYTES + 1000;
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    append_range(&q, 0..4, 50);
+    let t4 = txn(4, big);
+    q.append(&t4, &progress(&t4)).unwrap();
+    append_range(&q, 5..6, 50);
+    q.close().unwrap();
+    // A crash while the record of seqno 6 was written: part of its file is
+    // on disk, its reference in sled is not.
+    let t6 = txn(6, 2 * big);
+    let p6 = progress(&t6);
+    let len = codec::record_len(&t6, &p6).unwrap();
+    let mut whole = std::io::Cursor::new(Vec::new());
+    codec::write_record(&t6, &p6, len, &mut whole).unwrap();
+    let whole = whole.into_inner();
+    assert_eq!(whole.len() as u64, len);
+    let seg = dir.0.join(segment::segment_dir_name(Seqno(0)));
+    let path = seg.join(segment::external_file_name(Seqno(6)));
+    std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
+    // Read-only opens ignore it.
+    let mut ro = options(&dir);
+    ro.read_only = true;
+    let q = TransactionQueue::open(ro).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(6));
+    assert_eq!(read_all(&q, 0), (0..6).collect::<Vec<_>>());
+    drop(q);
+    assert!(path.exists());
+    // A writable open deletes it; the progress is the one of seqno 5.
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    assert!(!path.exists());
+    assert_eq!(q.next_seqno(), Seqno(6));
+    assert_eq!(q.last_progress(), Some(progress(&txn(5, 50))));
+    assert_eq!(
+        external_files(&dir, 0),
+        vec![segment::external_file_name(Seqno(4))]
+    );
+    // Seqno 6 is extracted again and stored whole.
+    q.append(&t6, &p6).unwrap();
+    q.close().unwrap();
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    assert_eq!(q.last_progress(), Some(p6));
+    assert_eq!(q.get(Seqno(6)).unwrap().unwrap(), t6);
+    assert_eq!(q.get(Seqno(4)).unwrap().unwrap(), t4);
+}
+
+#[test]
+fn external_record_alone_in_a_new_segment_interrupted_is_dropped() {
+    let dir = TempDir::new("external-crash-seg");
+    let mut opts = options(&dir);
+    opts.segment_size_bytes = 64 << 10;
+    let q = TransactionQueue::open(opts.clone()).unwrap();
+    append_range(&q, 0..5, 50);
+    // Fills the segment: the next append starts a new one.
+    let t5 = txn(5, EXTERNAL_MIN_BYTES);
+    q.append(&t5, &progress(&t5)).unwrap();
+    let t6 = txn(6, EXTERNAL_MIN_BYTES);
+    q.append(&t6, &progress(&t6)).unwrap();
+    q.close().unwrap();
+    let seg = dir.0.join(segment::segment_dir_name(Seqno(6)));
+    let file = seg.join(segment::external_file_name(Seqno(6)));
+    assert!(file.exists());
+    // A crash after the record's file was written but before its
+    // reference reached the disk: the segment holds the file only.
+    let kept = std::fs::read(&file).unwrap();
+    std::fs::remove_dir_all(&seg).unwrap();
+    let created = segment::Segment::create(
+        &dir.0,
+        Seqno(6),
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+    )
+    .unwrap();
+    drop(created);
+    std::fs::write(&file, kept).unwrap();
+    let q = TransactionQueue::open(opts).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(6));
+    assert_eq!(q.last_progress(), Some(progress(&t5)));
+    assert!(!seg.exists());
+    assert_eq!(q.get(Seqno(5)).unwrap().unwrap(), t5);
+    q.append(&t6, &progress(&t6)).unwrap();
+    assert_eq!(q.get(Seqno(6)).unwrap().unwrap(), t6);
+}
+
+#[test]
+fn damaged_external_record_is_an_error_naming_its_seqno() {
+    let dir = TempDir::new("external-damaged");
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    append_range(&q, 0..2, 50);
+    let t = txn(2, EXTERNAL_MIN_BYTES);
+    q.append(&t, &progress(&t)).unwrap();
+    append_range(&q, 3..4, 50);
+    q.close().unwrap();
+    let seg = dir.0.join(segment::segment_dir_name(Seqno(0)));
+    let path = seg.join(segment::external_file_name(Seqno(2)));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    match q.get(Seqno(2)) {
+        Err(QueueError::Corrupt { seqno, reason, .. }) => {
+            assert_eq!(seqno, Seqno(2));
+            assert!(reason.contains("CRC"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Cut short.
+    std::fs::write(&path, &bytes[..middle]).unwrap();
+    match q.get(Seqno(2)) {
+        Err(QueueError::Corrupt { seqno, reason, .. }) => {
+            assert_eq!(seqno, Seqno(2));
+            assert!(reason.contains("holds"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(q.get(Seqno(3)).unwrap().unwrap(), txn(3, 50));
+}
