@@ -54,6 +54,17 @@ use crate::event::{
 };
 use crate::position::{ChannelId, Seqno};
 
+/// What one statement of a batched block must affect, to check its reply.
+struct Check {
+    /// Index of its transaction in the block.
+    txn: usize,
+    /// The planned row statement and its table (none for session
+    /// statements).
+    statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
+    /// The restart-row update: exactly 1 row.
+    restart: bool,
+}
+
 /// What the scheduler sends a channel.
 #[derive(Clone, Debug)]
 pub enum Work {
@@ -826,14 +837,11 @@ impl Channel {
         todo: &[&(Arc<Transaction>, u64)],
         marker: &Marker,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        // What each statement of the batch must affect, to check replies.
-        struct Check {
-            txn: usize,
-            statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
-            /// The restart-row update: exactly 1 row.
-            restart: bool,
-        }
+        // Full queries are sent as soon as they are built (at most one
+        // waits here), so a large transaction is never held as SQL text
+        // whole.
         let mut queries: Vec<(String, Vec<Check>)> = Vec::new();
+        let row = marker.row(self.settings.channel.get());
         let mut text = String::from("START TRANSACTION");
         let mut checks = vec![Check {
             txn: 0,
@@ -919,11 +927,13 @@ impl Channel {
                         },
                     );
                 }
+                for (query, checks) in std::mem::take(&mut queries) {
+                    self.send_batch(todo, &query, &checks, &row).await?;
+                }
             }
         }
         let last_index = todo.len() - 1;
         let (last, epoch) = todo[last_index];
-        let row = marker.row(self.settings.channel.get());
         let params = match restart::update_params(&row, last.commit_timestamp) {
             Params::Positional(p) => p,
             _ => Vec::new(),
@@ -949,50 +959,63 @@ impl Channel {
         queries.push((text, checks));
 
         for (query, checks) in &queries {
-            let mut affected = Vec::with_capacity(checks.len());
-            let outcome: Result<(), mysql_async::Error> = async {
-                let mut result = self.conn.query_iter(query.as_str()).await?;
-                loop {
-                    affected.push(result.affected_rows());
-                    if result.is_empty() {
-                        break;
-                    }
-                    result.collect::<mysql_async::Row>().await?;
-                }
-                Ok(())
-            }
-            .await;
-            // Short counts first (they come before any later error).
-            for (check, &n) in checks.iter().zip(&affected) {
-                if let Some(e) =
-                    self.check_affected(todo, check.txn, &check.statement, check.restart, n, &row)
-                {
-                    return Err((e, None));
-                }
-            }
-            if let Err(e) = outcome {
-                // The connection's state after an error inside a
-                // multi-statement reply is not trusted: start afresh (this
-                // also rolls the open transaction back).
-                if let Err(reconnect) = self.reconnect().await {
-                    tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
-                }
-                // The server stopped at the statement after the last reply.
-                let check = checks
-                    .get(affected.len())
-                    .or(checks.last())
-                    .expect("non-empty batch");
-                let (txn, epoch) = todo[check.txn];
-                let failed_sql = check
-                    .statement
-                    .as_ref()
-                    .map_or_else(|| elide(query), |(s, _)| s.sql.to_string());
-                return Err((self.error_at(Some((txn, *epoch)), &failed_sql, &e), Some(e)));
-            }
+            self.send_batch(todo, query, checks, &row).await?;
         }
         // Every count checked: only now commit (a divergence must never
         // commit with the restart row).
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
+        Ok(())
+    }
+
+    /// Sends one multi-statement query of a batched block and checks each
+    /// reply's affected-row count against its [`Check`].
+    async fn send_batch(
+        &mut self,
+        todo: &[&(Arc<Transaction>, u64)],
+        query: &str,
+        checks: &[Check],
+        row: &RestartRow,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let mut affected = Vec::with_capacity(checks.len());
+        let outcome: Result<(), mysql_async::Error> = async {
+            let mut result = self.conn.query_iter(query).await?;
+            loop {
+                affected.push(result.affected_rows());
+                if result.is_empty() {
+                    break;
+                }
+                result.collect::<mysql_async::Row>().await?;
+            }
+            Ok(())
+        }
+        .await;
+        // Short counts first (they come before any later error).
+        for (check, &n) in checks.iter().zip(&affected) {
+            if let Some(e) =
+                self.check_affected(todo, check.txn, &check.statement, check.restart, n, row)
+            {
+                return Err((e, None));
+            }
+        }
+        if let Err(e) = outcome {
+            // The connection's state after an error inside a
+            // multi-statement reply is not trusted: start afresh (this
+            // also rolls the open transaction back).
+            if let Err(reconnect) = self.reconnect().await {
+                tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
+            }
+            // The server stopped at the statement after the last reply.
+            let check = checks
+                .get(affected.len())
+                .or(checks.last())
+                .expect("non-empty batch");
+            let (txn, epoch) = todo[check.txn];
+            let failed_sql = check
+                .statement
+                .as_ref()
+                .map_or_else(|| elide(query), |(s, _)| s.sql.to_string());
+            return Err((self.error_at(Some((txn, *epoch)), &failed_sql, &e), Some(e)));
+        }
         Ok(())
     }
 
