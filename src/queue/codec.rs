@@ -358,7 +358,8 @@ pub fn read_record_file(
     len: u64,
     head_only: bool,
 ) -> Result<(Transaction, ExtractorProgress), RecordError> {
-    let io = |e: std::io::Error| RecordError::Corrupt(format!("cannot read {}: {e}", path.display()));
+    let io =
+        |e: std::io::Error| RecordError::Corrupt(format!("cannot read {}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(io)?;
     let actual = file.metadata().map_err(io)?.len();
     if actual != len {

@@ -7,7 +7,8 @@
 //! transactions appended after they were created. Each record carries the
 //! extractor's resume position ([`ExtractorProgress`]) after its
 //! transaction, and records reach sled in blocks written with one `insert`
-//! (a large record's chunks with one batch), so the progress is stored
+//! (a large record's chunks with one batch; an external record's file is
+//! fsynced before its reference is inserted), so the progress is stored
 //! atomically with its transaction: after a crash at any point,
 //! [`TransactionQueue::last_progress`] is the position right after the last
 //! stored transaction, and a restarted extractor neither skips nor repeats
@@ -19,6 +20,7 @@
 //!   seg-00000000000000000000/   one sled 0.34 database per segment: the
 //!   seg-00000000000000051234/   records of seqnos [name, next segment's name);
 //!     HAS-DATA                  marker: the segment was flushed with records
+//!     rec-00000000000000051300  an external record (one large transaction)
 //!   floor                       lowest kept seqno (decimal text), see purge
 //!   new-seg-…/, trash-seg-…/    a segment being created / deleted (a crash
 //!                               may leave them; the next open removes them)
@@ -34,9 +36,23 @@
 //!   [`segment::CHUNK_BYTES`] (6 KiB); a block is one sled value under the
 //!   key `'r' ‖ first seqno (u64 BE) ‖ chunk 0 (u32 BE)`. A record larger
 //!   than a block is stored alone, split into 6 KiB chunks `0, 1, ...` written
-//!   in one sled batch. There is no size limit on a record. Values stay small
-//!   because sled 0.34 puts large tree nodes into separate blob files that
-//!   it never fsyncs.
+//!   in one sled batch. Values stay small because sled 0.34 puts large tree
+//!   nodes into separate blob files that it never fsyncs.
+//! - A transaction whose [`Transaction::approx_bytes`] reach
+//!   [`EXTERNAL_MIN_BYTES`] (256 KiB) is an **external record**: its record
+//!   (the same bytes as in a block) is serialized straight into its own
+//!   file `rec-<seqno>` in the segment directory, which is fsynced (and the
+//!   directory) before a 9-byte reference (tag `0xFE`, length u64 LE) is
+//!   inserted under the record's key `'r' ‖ seqno ‖ 0`; the reference
+//!   becomes durable with the next flush, like a block. Readers decode it
+//!   from the file (a CRC pass, then a decoding pass), so neither side
+//!   holds its bytes whole, and sled never sees them. A crash before the
+//!   reference is durable leaves a file for a seqno at or above the queue's
+//!   next seqno, which the next (writable) open deletes: that transaction
+//!   is extracted again, as any not-yet-durable one. A file that is missing,
+//!   cut short or damaged is an error naming its seqno. There is no size
+//!   limit on a record. Chunked records written by earlier versions (one
+//!   batch, any size) are still read.
 //! - A **record** is a format byte, a CRC-32 and a postcard payload holding
 //!   the progress and the [`Transaction`]; see [`codec`] for the exact
 //!   bytes. A record that fails its checks is an error naming its seqno
@@ -53,12 +69,17 @@
 //! open, whatever its backlog: sled 0.34 keeps much of what was written to
 //! or read from an open database in memory, beyond its cache capacity, so
 //! the queue's memory is bounded by the open segments' sizes, not by
-//! `max_size_bytes`. Roughly: up to three open segments of about
-//! `segment_size_bytes / 2` record bytes each plus sled's own structures,
-//! plus sled's write buffers (bounded by the flush back-pressure below,
-//! but a single large record fills them with about three times its size,
-//! as its chunks go to sled in one batch), plus the large record itself
-//! while it is appended and while it is read back.
+//! `max_size_bytes`. Roughly, the queue's own memory is: up to three open
+//! segments of about `segment_size_bytes / 2` record bytes each (external
+//! records excluded) plus sled's own structures, plus sled's write buffers
+//! (bounded by the flush back-pressure below), plus, while a record is
+//! appended, its bytes when it is smaller than [`EXTERNAL_MIN_BYTES`]
+//! (a 256 KiB write buffer for an external record), plus, while one is
+//! read, its block (a 64 KiB read buffer for an external record). It does
+//! not grow with the largest transaction: what does is the decoded
+//! [`Transaction`] the appender passes in and the one a reader returns,
+//! which belong to the caller (about 1.2 times the record's size each in
+//! `shardrep run`: the extractor's and the applier's copies).
 //!
 //! # Durability contract
 //! - [`TransactionQueue::append`] returns once the transaction is in the
@@ -118,7 +139,13 @@
 //! - `apply_batch` rolls sled's I/O buffer on every call: about 8,000
 //!   batches/s at most here, against about 55,000 single inserts/s; so
 //!   records are packed into blocks written with one `insert`, and a batch
-//!   is used only for the chunks of a large record.
+//!   is used only for the chunks of a record between 6 KiB and about
+//!   256 KiB.
+//! - sled keeps in memory what is written to an open database, and a batch
+//!   is serialized whole into its I/O buffers: a 50 MB record written as
+//!   one batch of chunks took about 4.7 times its size (measured: 239 MB
+//!   peak RSS), and 32-chunk batches with flushes still kept about 0.75
+//!   times its size until the database closed. Hence external records.
 //! - A flipped byte in a data file makes sled panic while recovering
 //!   ("tried to serialize Uninitialized") instead of returning an error;
 //!   the panic is caught and the segment reported as
@@ -1583,8 +1610,7 @@ impl QueueReader {
                 }
                 if let Some(loaded) = &self.current {
                     let external = matches!(loaded.bytes, BlockBytes::External { .. });
-                    if loaded.seqno == self.next
-                        && (external || loaded.offset < loaded.bytes.len())
+                    if loaded.seqno == self.next && (external || loaded.offset < loaded.bytes.len())
                     {
                         None
                     } else {

@@ -7,7 +7,10 @@
 //! Keys: `b'r'`, the block's first seqno (u64 big endian), the chunk index
 //! (u32 big endian): 13 bytes. A block is stored as one value (chunk 0)
 //! when it is at most [`CHUNK_BYTES`] long, else split into chunks
-//! 0, 1, ... of [`CHUNK_BYTES`] written in one sled batch.
+//! 0, 1, ... of [`CHUNK_BYTES`] written in one sled batch. An external
+//! record is a file `rec-<seqno, 20 digits>` in the segment directory,
+//! and chunk 0 of its key holds only a reference to it ([`EXTERNAL_TAG`],
+//! see [`Segment::write_external`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -620,7 +623,10 @@ impl Segment {
             } else {
                 QueueError::Io {
                     dir: self.queue_dir.clone(),
-                    op: format!("write the {len} byte record of seqno {seqno} to {}", path.display()),
+                    op: format!(
+                        "write the {len} byte record of seqno {seqno} to {}",
+                        path.display()
+                    ),
                     source: e,
                 }
             });
@@ -629,7 +635,10 @@ impl Segment {
         value[0] = EXTERNAL_TAG;
         value[1..].copy_from_slice(&len.to_le_bytes());
         db.insert(block_key(seqno, 0), &value[..]).map_err(|e| {
-            self.storage(&format!("write the reference to the record of seqno {seqno}"), e)
+            self.storage(
+                &format!("write the reference to the record of seqno {seqno}"),
+                e,
+            )
         })?;
         self.add_written(len);
         Ok(())
