@@ -35,6 +35,7 @@ pub mod control;
 pub mod event;
 pub mod extractor;
 pub mod inspect;
+pub mod memory;
 pub mod position;
 pub mod queue;
 pub mod replica;

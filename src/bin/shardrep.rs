@@ -152,6 +152,8 @@ fn init_logging() {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Before any thread: see shardrep::memory.
+    shardrep::memory::limit_malloc_arenas();
     let cli = Cli::parse();
     init_logging();
     match cli.command {
