@@ -8,7 +8,10 @@
 //! the default, each arena kept its own high-water mark, and the resident
 //! size of a 1 GiB catch-up (`bench/memory.sh`) was about 70 MiB above the
 //! live heap (measured: heaptrack's peak heap against VmHWM). Two arenas
-//! brought the peak from 319 MiB to under 256 MiB at the same speed.
+//! brought its peak from 319 MiB to 242-255 MiB over three runs (one with
+//! `MALLOC_ARENA_MAX=2` in the environment, two with this call), with
+//! elapsed times (110-212 s) within the run-to-run spread of the shared
+//! machine it was measured on.
 
 /// glibc's `mallopt` parameter number of `M_ARENA_MAX` (malloc.h).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
