@@ -137,6 +137,62 @@ async fn cross_schema_transfer_is_atomic_and_ordered_against_both_shards() {
     spec.remove(sb).await;
 }
 
+// An UPDATE that leaves an `ON UPDATE CURRENT_TIMESTAMP` column at its
+// value on the master (two updates in the same second) must not let the
+// replica's own clock fill it in while it catches up: the row keeps the
+// master's TIMESTAMP and DATETIME(3), to the microsecond.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_update_current_timestamp_columns_keep_the_masters_values() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    stop_target_slave(sb).await;
+    let r = renames(&["onupd"]);
+    let q = quote_ident(&r[0].1);
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; \
+             CREATE TABLE {q}.t (id INT PRIMARY KEY, v INT, \
+               ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, \
+               dt DATETIME(3) NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)); \
+             SET time_zone = '+00:00'; \
+             SET timestamp = 1000000000; INSERT INTO {q}.t (id, v) VALUES (1, 0), (2, 0); \
+             SET timestamp = 1000000100.25; UPDATE {q}.t SET v = 1 WHERE id = 1; \
+             UPDATE {q}.t SET v = 2 WHERE id = 1; \
+             UPDATE {q}.t SET v = 3, dt = NULL WHERE id = 2; \
+             UPDATE {q}.t SET v = 4, dt = NULL WHERE id = 2; \
+             SET timestamp = DEFAULT"
+        ))
+        .await
+        .unwrap();
+    drop(master);
+    let spec = ServiceSpec::new("onupd", &names(&r), &start);
+    spec.run_until_idle(sb).expect("run succeeds");
+    let mut replica = sb.connect(TARGET).await;
+    let rows: Vec<(i64, i64, i64, Option<String>)> = replica
+        .query(format!(
+            "SELECT id, v, UNIX_TIMESTAMP(ts), CAST(dt AS CHAR) FROM {q}.t ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (
+                1,
+                2,
+                1_000_000_100,
+                Some("2001-09-09 01:48:20.250".to_string())
+            ),
+            (2, 4, 1_000_000_100, None),
+        ]
+    );
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "t").await;
+    drop_everywhere(sb, &names(&r)).await;
+    spec.remove(sb).await;
+}
+
 /// The seqno of the first queued transaction whose statement contains
 /// `needle`, and its shard.
 fn queued_statement(spec: &ServiceSpec, sb: &Sandbox, needle: &str) -> (u64, String) {

@@ -7,7 +7,9 @@
 //!   table (each is prepared once and cached by the connection).
 //! - UPDATE sets the columns of the after image that differ from the
 //!   before image (all after-image columns when the before image lacks
-//!   them, as with MINIMAL images), and DELETE removes, matching on the
+//!   them, as with MINIMAL images), and every TIMESTAMP/DATETIME column of
+//!   the after image (so that `ON UPDATE CURRENT_TIMESTAMP` never fires on
+//!   the replica with the replica's clock), and DELETE removes, matching on the
 //!   primary key from the before image when the key is known and present
 //!   in the image, else on every present column with NULL-safe equality
 //!   (`<=>`) and `LIMIT 1`.
@@ -34,6 +36,16 @@ use crate::inspect::{fsp_of, value_text};
 /// out as chunks of these sizes, so at most four statement texts exist per
 /// table and column set.
 pub const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+/// Whether a column is TIMESTAMP or DATETIME (any precision): the types
+/// that can carry `ON UPDATE CURRENT_TIMESTAMP`.
+fn is_date_time(column: &ColumnInfo) -> bool {
+    use crate::event::column_type::{DATETIME, DATETIME2, TIMESTAMP, TIMESTAMP2};
+    matches!(
+        column.column_type,
+        TIMESTAMP | TIMESTAMP2 | DATETIME | DATETIME2
+    )
+}
 
 /// `name` as a MySQL identifier: in backticks, each backtick doubled.
 pub fn quote_ident(name: &str) -> String {
@@ -208,11 +220,15 @@ impl SqlBuilder {
                     check(before)?;
                     check(after)?;
                     // Columns that change; when the before image lacks a
-                    // column (MINIMAL), it is set unconditionally.
+                    // column (MINIMAL), it is set unconditionally. Temporal
+                    // columns are always set: an `ON UPDATE
+                    // CURRENT_TIMESTAMP` column the master left at its value
+                    // (same second) would otherwise take the replica's clock.
                     let mut set = Vec::with_capacity(after.columns.len());
                     let mut set_values = Vec::with_capacity(after.columns.len());
                     for (&c, v) in after.columns.iter().zip(&after.values) {
-                        if before.get(c) != Some(v) {
+                        let temporal = columns.get(c as usize).is_some_and(is_date_time);
+                        if temporal || before.get(c) != Some(v) {
                             set.push(c);
                             set_values.push((c, v));
                         }
@@ -542,6 +558,45 @@ mod tests {
         );
         assert_eq!(out[0].params, [Param::Int(3), Param::Int(7)]);
         assert_eq!(out[0].expected_rows, 1);
+    }
+
+    #[test]
+    fn update_always_sets_timestamp_and_datetime_columns() {
+        // `k` is a TIMESTAMP, `c`x` a DATETIME, both unchanged: an ON UPDATE
+        // CURRENT_TIMESTAMP column must get the master's value, not fire.
+        let columns = vec![
+            col(column_type::LONG),
+            col(column_type::TIMESTAMP2),
+            col(column_type::DATETIME2),
+        ];
+        let ts = Value::Timestamp {
+            seconds: 1_000_000_100,
+            micros: 0,
+        };
+        let before = RowImage {
+            columns: vec![0, 1, 2],
+            values: vec![Value::Int(7), ts.clone(), Value::Null],
+        };
+        let change = RowsChange {
+            table: 0,
+            kind: RowKind::Update,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(before.clone()),
+                after: Some(before),
+            }],
+        };
+        let mut out = Vec::new();
+        SqlBuilder::new()
+            .plan(&change, &columns, &shape(Some(vec![0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            &*out[0].sql,
+            "UPDATE `s``b`.`t` SET `k` = ?, `c``x` = ? WHERE `id` = ?"
+        );
+        assert_eq!(out[0].params.len(), 3);
+        assert_eq!(out[0].params[1], Param::NULL);
+        assert_eq!(out[0].params[2], Param::Int(7));
     }
 
     #[test]
