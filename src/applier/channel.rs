@@ -335,12 +335,21 @@ pub struct ChannelSettings {
     pub retry_max_backoff: Duration,
 }
 
-/// mysql_async options for a replica connection: TCP (never silently the
-/// Unix socket), `CLIENT_FOUND_ROWS`, a statement cache of 512.
-pub fn replica_opts(host: &str, port: u16, user: &str, password: &str) -> Opts {
+/// mysql_async options for a replica connection: TCP to `host:port`, or
+/// the Unix socket `socket` when given (`[replica] socket`); never silently
+/// the socket (`prefer_socket` off). `CLIENT_FOUND_ROWS`, a statement cache
+/// of 512.
+pub fn replica_opts(
+    host: &str,
+    port: u16,
+    socket: Option<&std::path::Path>,
+    user: &str,
+    password: &str,
+) -> Opts {
     OptsBuilder::default()
         .ip_or_hostname(host.to_string())
         .tcp_port(port)
+        .socket(socket.map(|p| p.to_string_lossy().into_owned()))
         .user(Some(user.to_string()))
         .pass(Some(password.to_string()))
         .prefer_socket(false)

@@ -78,6 +78,7 @@ pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
     channel::replica_opts(
         &config.replica.host,
         config.replica.port,
+        config.replica.socket.as_deref(),
         &config.replica.user,
         config.replica.password.expose(),
     )
@@ -430,7 +431,7 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
         ));
     };
     let setup = |e: crate::replica::ReplicaError| RunError::Setup(format!("takeover: {e}"));
-    let mut master = crate::replica::connect(&live.host, live.port, &live.user, &live.password)
+    let mut master = crate::replica::connect(&live.host, live.port, None, &live.user, &live.password)
         .await
         .map_err(setup)?;
     let facts = crate::replica::check_master(&mut master)
@@ -439,6 +440,7 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
     let mut replica = crate::replica::connect(
         &config.replica.host,
         config.replica.port,
+        config.replica.socket.as_deref(),
         &config.replica.user,
         &config.replica.password,
     )
