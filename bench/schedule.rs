@@ -29,7 +29,7 @@
 //! barriers. They depend on free cores (9 threads run): read them with the
 //! load average the bench prints first.
 //!
-//! Run: `cargo bench --bench schedule` (about 30 s).
+//! Run: `cargo bench --bench schedule` (about 45 s).
 
 #[path = "common/sysbench.rs"]
 mod sysbench;
