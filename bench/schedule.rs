@@ -324,7 +324,7 @@ fn main() {
     let mut group = criterion.benchmark_group("schedule/dispatch_8ch");
     group.throughput(Throughput::Elements(1));
     group.sampling_mode(SamplingMode::Flat);
-    group.measurement_time(Duration::from_secs(3));
+    group.measurement_time(Duration::from_secs(2));
     let mut barriers = Vec::new();
     for (name, critical_every) in [
         ("no_critical", None),

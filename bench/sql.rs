@@ -136,7 +136,7 @@ fn main() {
     let mut criterion = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_millis(1500))
         // Fewer bootstrap resamples than criterion's 100,000: the analysis
         // otherwise takes seconds per benchmark on a busy machine.
         .nresamples(10_000)
