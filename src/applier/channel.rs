@@ -277,7 +277,12 @@ impl Progress {
         self.error.lock().expect("progress lock").clone()
     }
 
-    fn set_committed(&self, channel: usize, seqno: Seqno) {
+    /// Records that channel `channel` has committed everything sent to it
+    /// up to seqno `seqno` (a lower seqno than the one recorded is
+    /// ignored) and wakes [`Progress::wait_until`] waiters, such as the
+    /// scheduler at a barrier. Channels call it after each commit; it is
+    /// public so benchmarks and tests can stand in for channels.
+    pub fn set_committed(&self, channel: usize, seqno: Seqno) {
         self.committed[channel].fetch_max(seqno.get() as i64, Ordering::AcqRel);
         let _guard = self.lock.lock().expect("progress lock");
         self.changed.notify_all();
