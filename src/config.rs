@@ -1627,7 +1627,10 @@ impl<'a> Builder<'a> {
             if !path.is_absolute() {
                 self.problem(
                     "replica.socket",
-                    format!("must be an absolute path, got {:?}", path.display().to_string()),
+                    format!(
+                        "must be an absolute path, got {:?}",
+                        path.display().to_string()
+                    ),
                 );
             }
         }

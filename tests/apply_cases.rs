@@ -193,6 +193,104 @@ async fn on_update_current_timestamp_columns_keep_the_masters_values() {
     spec.remove(sb).await;
 }
 
+// Consecutive UPDATE rows of one table go out as one merged statement
+// (multi-row INSERT … ON DUPLICATE KEY UPDATE): rows keep their order
+// (the same row updated twice in a run, a multi-row UPDATE on the master),
+// a table with a second unique key is never merged (its rows move a unique
+// value between rows in order), and a row missing on the replica still
+// stops the service with 1032 naming its key, without the merged statement
+// having inserted it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    stop_target_slave(sb).await;
+    let r = renames(&["merged"]);
+    let q = quote_ident(&r[0].1);
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; \
+             CREATE TABLE {q}.t (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(20) NOT NULL); \
+             CREATE TABLE {q}.u (id INT PRIMARY KEY, k INT NOT NULL, UNIQUE KEY (k)); \
+             INSERT INTO {q}.t SELECT seq, seq, CONCAT('c', seq) FROM {q}.seq_1_to_100; \
+             INSERT INTO {q}.u VALUES (1, 1), (2, 2), (3, 3); \
+             START TRANSACTION; \
+             UPDATE {q}.t SET k = k + 1 WHERE id = 1; UPDATE {q}.t SET k = k + 1 WHERE id = 1; \
+             UPDATE {q}.t SET k = k + 1 WHERE id = 2; UPDATE {q}.t SET k = k * 2 WHERE id <= 90; \
+             UPDATE {q}.t SET c = 'x' WHERE id = 3; UPDATE {q}.t SET c = 'y' WHERE id = 3; \
+             COMMIT; \
+             UPDATE {q}.u SET k = k + 1 ORDER BY k DESC; \
+             UPDATE {q}.t SET k = -k WHERE id BETWEEN 10 AND 12; \
+             UPDATE {q}.t SET k = -k WHERE id BETWEEN 20 AND 22"
+        ))
+        .await
+        .unwrap();
+    let mut spec = ServiceSpec::new("merged", &names(&r), &start);
+    spec.channels = 2;
+    spec.run_until_idle(sb).expect("first run");
+    let mut replica = sb.connect(TARGET).await;
+    let rows: Vec<(i32, i32, String)> = replica
+        .query(format!(
+            "SELECT id, k, c FROM {q}.t WHERE id IN (1, 2, 3, 11, 21, 95) ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, 6, "c1".to_string()),
+            (2, 6, "c2".to_string()),
+            (3, 6, "y".to_string()),
+            (11, -22, "c11".to_string()),
+            (21, -42, "c21".to_string()),
+            (95, 95, "c95".to_string()),
+        ]
+    );
+    let u: Vec<(i32, i32)> = replica
+        .query(format!("SELECT id, k FROM {q}.u ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(u, [(1, 2), (2, 3), (3, 4)]);
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "t").await;
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "u").await;
+
+    // A row missing on the replica, in the middle of a merged run.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 77"
+        ))
+        .await
+        .unwrap();
+    master
+        .query_drop(format!("UPDATE {q}.t SET k = 0 WHERE id IN (76, 77, 78)"))
+        .await
+        .unwrap();
+    let error = match spec.run_until_idle(sb) {
+        Err(RunError::Apply(SchedulerError::Apply(e))) => e,
+        other => panic!("expected a divergence error, got {other:?}"),
+    };
+    assert_eq!(error.code, 1032, "{error}");
+    assert!(
+        error.message.contains("key `id` = 77"),
+        "the message names the key: {error}"
+    );
+    let left: Vec<(i32, i32)> = replica
+        .query(format!(
+            "SELECT id, k FROM {q}.t WHERE id BETWEEN 76 AND 78 ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        [(76, 152), (78, 156)],
+        "nothing of the failed block committed"
+    );
+    drop_everywhere(sb, &names(&r)).await;
+    spec.remove(sb).await;
+}
+
 /// The seqno of the first queued transaction whose statement contains
 /// `needle`, and its shard.
 fn queued_statement(spec: &ServiceSpec, sb: &Sandbox, needle: &str) -> (u64, String) {

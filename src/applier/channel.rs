@@ -450,6 +450,11 @@ impl Origin {
 struct ReplicaTable {
     shape: TableShape,
     unsigned: Vec<bool>,
+    /// Consecutive UPDATEs may go out merged
+    /// ([`SqlBuilder::plan_merged_updates`]): the replica's table has a
+    /// primary key and no other unique key, no triggers, no foreign keys
+    /// and no generated columns.
+    merge_updates: bool,
 }
 
 async fn run(
@@ -846,13 +851,28 @@ impl Channel {
             statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
             /// The restart-row update: exactly 1 row.
             restart: bool,
+            /// A merged update (`INSERT … ON DUPLICATE KEY UPDATE` of
+            /// several UPDATE rows): a short count sends the block to the
+            /// statement-at-a-time path, which tells what is wrong.
+            merged: bool,
         }
+        /// Consecutive UPDATE rows changes of one table setting the same
+        /// columns, not yet planned (they go out merged).
+        struct Run<'t> {
+            txn: usize,
+            table: Arc<ReplicaTable>,
+            columns: Vec<crate::event::ColumnInfo>,
+            set: Vec<u16>,
+            changes: Vec<&'t crate::event::RowsChange>,
+        }
+        let mut run: Option<Run> = None;
         let mut queries: Vec<(String, Vec<Check>)> = Vec::new();
         let mut text = String::from("START TRANSACTION");
         let mut checks = vec![Check {
             txn: 0,
             statement: None,
             restart: false,
+            merged: false,
         }];
         let mut planned = Vec::new();
         let push = |text: &mut String,
@@ -870,6 +890,56 @@ impl Channel {
             checks.push(check);
         };
         let mut sql = String::new();
+        // Plans a pending run of UPDATEs (merged when more than one row)
+        // and adds its statements to the batch.
+        macro_rules! flush_run {
+            () => {
+                if let Some(run) = run.take() {
+                    planned.clear();
+                    let rows: usize = run.changes.iter().map(|c| c.rows.len()).sum();
+                    let (txn, _) = todo[run.txn];
+                    if rows == 1 {
+                        if let Err(message) = self.builder.plan(
+                            run.changes[0],
+                            &run.columns,
+                            &run.table.shape,
+                            &mut planned,
+                        ) {
+                            return Err((self.plain_error(txn, String::new(), 0, message), None));
+                        }
+                    } else {
+                        self.builder.plan_merged_updates(
+                            &run.changes,
+                            &run.set,
+                            &run.columns,
+                            &run.table.shape,
+                            &mut planned,
+                        );
+                    }
+                    for statement in planned.drain(..) {
+                        sql.clear();
+                        crate::applier::sql::interpolate(
+                            &statement.sql,
+                            &statement.params,
+                            &mut sql,
+                        )
+                        .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
+                        push(
+                            &mut text,
+                            &mut checks,
+                            &mut queries,
+                            &sql,
+                            Check {
+                                txn: run.txn,
+                                statement: Some((statement, run.table.clone())),
+                                restart: false,
+                                merged: rows > 1,
+                            },
+                        );
+                    }
+                }
+            };
+        }
         for (index, (txn, epoch)) in todo.iter().enumerate() {
             for change in &txn.changes {
                 let Change::Rows(rows) = change else {
@@ -883,6 +953,28 @@ impl Channel {
                     )
                 })?;
                 let fk_off = rows.foreign_key_checks_off();
+                if table.merge_updates && !fk_off && rows.kind == RowKind::Update {
+                    let columns = fix_signedness(&info.columns, &table.unsigned);
+                    if let Some(set) = SqlBuilder::merge_set(rows, &columns, &table.shape) {
+                        if let Some(r) = run.as_mut().filter(|r| {
+                            Arc::ptr_eq(&r.table, &table) && r.set == set && r.columns == columns
+                        }) {
+                            r.changes.push(rows);
+                            r.txn = index;
+                            continue;
+                        }
+                        flush_run!();
+                        run = Some(Run {
+                            txn: index,
+                            table,
+                            columns,
+                            set,
+                            changes: vec![rows],
+                        });
+                        continue;
+                    }
+                }
+                flush_run!();
                 if fk_off {
                     push(
                         &mut text,
@@ -893,6 +985,7 @@ impl Channel {
                             txn: index,
                             statement: None,
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
@@ -917,6 +1010,7 @@ impl Channel {
                             txn: index,
                             statement: Some((statement, table.clone())),
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
@@ -930,11 +1024,13 @@ impl Channel {
                             txn: index,
                             statement: None,
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
             }
         }
+        flush_run!();
         let last_index = todo.len() - 1;
         let (last, epoch) = todo[last_index];
         let row = marker.row(self.settings.channel.get());
@@ -958,6 +1054,7 @@ impl Channel {
                 txn: last_index,
                 statement: None,
                 restart: true,
+                merged: false,
             },
         );
         queries.push((text, checks));
@@ -978,6 +1075,21 @@ impl Channel {
             .await;
             // Short counts first (they come before any later error).
             for (check, &n) in checks.iter().zip(&affected) {
+                if let (true, Some((statement, table))) = (check.merged, &check.statement) {
+                    if n < statement.expected_rows {
+                        let (t, _) = todo[check.txn];
+                        let message = format!(
+                            "a merged update of {} rows of {}.{} counted {n} affected rows, \
+                             expected {}: re-running its rows as single UPDATEs",
+                            statement.expected_rows / 2,
+                            table.shape.schema,
+                            table.shape.table,
+                            statement.expected_rows
+                        );
+                        return Err((self.plain_error(t, elide(&statement.sql), 0, message), None));
+                    }
+                    continue;
+                }
                 if let Some(e) =
                     self.check_affected(todo, check.txn, &check.statement, check.restart, n, &row)
                 {
@@ -1400,6 +1512,7 @@ impl Channel {
                     primary_key: (!pk.is_empty()).then_some(pk),
                 },
                 unsigned: vec![false; info.columns.len()],
+                merge_updates: false,
             }
         } else {
             let rows: Vec<(String, String)> = self
@@ -1435,8 +1548,38 @@ impl Channel {
                     columns: names,
                     primary_key: (!primary_key.is_empty()).then_some(primary_key),
                 },
+                merge_updates: false,
             }
         };
+        let mut table = table;
+        if table.shape.primary_key.is_some() {
+            let obstacles: Option<i64> = self
+                .conn
+                .exec_first(
+                    "SELECT (SELECT COUNT(*) FROM information_schema.STATISTICS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 \
+                       AND INDEX_NAME <> 'PRIMARY') \
+                     + (SELECT COUNT(*) FROM information_schema.TRIGGERS \
+                       WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?) \
+                     + (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                       AND REFERENCED_TABLE_NAME IS NOT NULL) \
+                     + (SELECT COUNT(*) FROM information_schema.COLUMNS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_GENERATED = 'ALWAYS')",
+                    (
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                    ),
+                )
+                .await?;
+            table.merge_updates = obstacles == Some(0);
+        }
         let table = Arc::new(table);
         self.shapes.insert(key, table.clone());
         Ok(table)

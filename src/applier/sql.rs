@@ -37,6 +37,10 @@ use crate::inspect::{fsp_of, value_text};
 /// table and column set.
 pub const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
+/// Most rows of one merged update statement
+/// ([`SqlBuilder::plan_merged_updates`]).
+pub const MERGED_UPDATE_ROWS: usize = 64;
+
 /// Whether a column is TIMESTAMP or DATETIME (any precision): the types
 /// that can carry `ON UPDATE CURRENT_TIMESTAMP`.
 fn is_date_time(column: &ColumnInfo) -> bool {
@@ -277,6 +281,152 @@ impl SqlBuilder {
             }
         }
         Ok(())
+    }
+
+    /// The columns an UPDATE rows change would set if every row of it can
+    /// go into a merged update ([`SqlBuilder::plan_merged_updates`]), else
+    /// `None`. Every row must: have a before image holding the primary key
+    /// and a complete after image (all `shape.columns`, in order), keep its
+    /// primary key, change at least one column, and set the same columns as
+    /// the others (the changed columns plus every TIMESTAMP/DATETIME column,
+    /// as [`SqlBuilder::plan`] sets them).
+    pub fn merge_set(
+        change: &RowsChange,
+        columns: &[ColumnInfo],
+        shape: &TableShape,
+    ) -> Option<Vec<u16>> {
+        let key = shape.primary_key.as_ref().filter(|k| !k.is_empty())?;
+        if change.kind != RowKind::Update || change.rows.is_empty() {
+            return None;
+        }
+        let n = shape.columns.len();
+        let mut common: Option<Vec<u16>> = None;
+        for pair in &change.rows {
+            let (before, after) = (pair.before.as_ref()?, pair.after.as_ref()?);
+            if after.columns.len() != n
+                || after
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &c)| c as usize != i)
+                || columns.len() < n
+            {
+                return None;
+            }
+            if key
+                .iter()
+                .any(|&k| before.get(k).is_none() || before.get(k) != after.get(k))
+            {
+                return None;
+            }
+            let mut set = Vec::new();
+            let mut changed = false;
+            for (&c, v) in after.columns.iter().zip(&after.values) {
+                let differs = before.get(c) != Some(v);
+                changed |= differs;
+                if differs || is_date_time(&columns[c as usize]) {
+                    set.push(c);
+                }
+            }
+            if !changed {
+                return None;
+            }
+            match &common {
+                None => common = Some(set),
+                Some(c) if *c == set => {}
+                Some(_) => return None,
+            }
+        }
+        common
+    }
+
+    /// Appends statements that apply consecutive UPDATE rows changes of one
+    /// table, all accepted by [`SqlBuilder::merge_set`] with this `set`, as
+    /// multi-row `INSERT … ON DUPLICATE KEY UPDATE` statements of at most
+    /// [`MERGED_UPDATE_ROWS`] rows: each inserts the complete after image and,
+    /// on the primary key's duplicate, sets the `set` columns from it. Rows
+    /// keep their order (an IODKU applies its rows one after the other).
+    ///
+    /// With `CLIENT_FOUND_ROWS`, each row that finds its key and changes
+    /// counts 2 affected rows and a row inserted counts 1, so a statement's
+    /// `expected_rows` is twice its rows: a short count means a row was
+    /// missing on the replica (or already held its new values), and the
+    /// caller must roll back and apply the rows as plain UPDATEs, which tell
+    /// which. Only for tables whose primary key is their only unique key,
+    /// without triggers, foreign keys or generated columns (the caller
+    /// checks the replica's table), where the IODKU can only ever meet the
+    /// row the UPDATE would match.
+    pub fn plan_merged_updates(
+        &mut self,
+        changes: &[&RowsChange],
+        set: &[u16],
+        columns: &[ColumnInfo],
+        shape: &TableShape,
+        out: &mut Vec<PlannedStatement>,
+    ) {
+        let mut rows = changes
+            .iter()
+            .flat_map(|c| c.rows.iter())
+            .filter_map(|p| p.after.as_ref())
+            .peekable();
+        let key = shape.primary_key.clone().unwrap_or_default();
+        while rows.peek().is_some() {
+            let chunk: Vec<&RowImage> = rows.by_ref().take(MERGED_UPDATE_ROWS).collect();
+            let sql = self.merged_update_text(shape, set, chunk.len());
+            let mut params = Vec::with_capacity(chunk.len() * shape.columns.len());
+            for image in &chunk {
+                push_params(image, columns, &mut params);
+            }
+            out.push(PlannedStatement {
+                sql,
+                params,
+                kind: RowKind::Update,
+                expected_rows: 2 * chunk.len() as u64,
+                matched: key.clone(),
+            });
+        }
+    }
+
+    fn merged_update_text(&mut self, shape: &TableShape, set: &[u16], rows: usize) -> Arc<str> {
+        let key = TextKey {
+            schema: shape.schema.clone(),
+            table: shape.table.clone(),
+            kind: RowKind::Update,
+            set: set.to_vec(),
+            matched: Vec::new(),
+            by_key: true,
+            rows,
+        };
+        self.cached(key, || {
+            let mut sql = format!("INSERT INTO {} (", qualified(shape));
+            for (i, name) in shape.columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&quote_ident(name));
+            }
+            sql.push_str(") VALUES ");
+            let mut row = String::from("(");
+            for i in 0..shape.columns.len() {
+                row.push_str(if i == 0 { "?" } else { ", ?" });
+            }
+            row.push(')');
+            for r in 0..rows {
+                if r > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&row);
+            }
+            sql.push_str(" ON DUPLICATE KEY UPDATE ");
+            for (i, &c) in set.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                let name = quote_ident(&shape.columns[c as usize]);
+                let _ = write!(sql, "{name} = VALUES({name})");
+            }
+            sql
+        })
     }
 
     fn cached(&mut self, key: TextKey, build: impl FnOnce() -> String) -> Arc<str> {
@@ -558,6 +708,84 @@ mod tests {
         );
         assert_eq!(out[0].params, [Param::Int(3), Param::Int(7)]);
         assert_eq!(out[0].expected_rows, 1);
+    }
+
+    fn update(before: &[i64], after: &[i64]) -> RowsChange {
+        RowsChange {
+            table: 0,
+            kind: RowKind::Update,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(image(&[0, 1, 2], before)),
+                after: Some(image(&[0, 1, 2], after)),
+            }],
+        }
+    }
+
+    #[test]
+    fn merge_set_accepts_only_complete_key_keeping_changing_rows() {
+        let key = shape(Some(vec![0]));
+        let cols = columns();
+        assert_eq!(
+            SqlBuilder::merge_set(&update(&[1, 2, 3], &[1, 5, 3]), &cols, &key),
+            Some(vec![1])
+        );
+        // Key changed, nothing changed, no key, not an update.
+        assert_eq!(
+            SqlBuilder::merge_set(&update(&[1, 2, 3], &[9, 2, 3]), &cols, &key),
+            None
+        );
+        assert_eq!(
+            SqlBuilder::merge_set(&update(&[1, 2, 3], &[1, 2, 3]), &cols, &key),
+            None
+        );
+        assert_eq!(
+            SqlBuilder::merge_set(&update(&[1, 2, 3], &[1, 5, 3]), &cols, &shape(None)),
+            None
+        );
+        let mut delete = update(&[1, 2, 3], &[1, 5, 3]);
+        delete.kind = RowKind::Delete;
+        assert_eq!(SqlBuilder::merge_set(&delete, &cols, &key), None);
+        // An incomplete after image (MINIMAL) or rows setting different columns.
+        let mut minimal = update(&[1, 2, 3], &[1, 5, 3]);
+        minimal.rows[0].after = Some(image(&[0, 1], &[1, 5]));
+        assert_eq!(SqlBuilder::merge_set(&minimal, &cols, &key), None);
+        let mut mixed = update(&[1, 2, 3], &[1, 5, 3]);
+        mixed
+            .rows
+            .push(update(&[2, 2, 3], &[2, 2, 4]).rows.remove(0));
+        assert_eq!(SqlBuilder::merge_set(&mixed, &cols, &key), None);
+    }
+
+    #[test]
+    fn consecutive_updates_merge_into_ordered_upserts_counting_two_per_row() {
+        let key = shape(Some(vec![0]));
+        let cols = columns();
+        let a = update(&[1, 2, 3], &[1, 5, 3]);
+        let b = update(&[1, 5, 3], &[1, 6, 3]);
+        let c = update(&[4, 0, 0], &[4, 7, 0]);
+        let mut out = Vec::new();
+        let mut builder = SqlBuilder::new();
+        builder.plan_merged_updates(&[&a, &b, &c], &[1], &cols, &key, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            &*out[0].sql,
+            "INSERT INTO `s``b`.`t` (`id`, `k`, `c``x`) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE `k` = VALUES(`k`)"
+        );
+        let ints: Vec<Param> = [1, 5, 3, 1, 6, 3, 4, 7, 0]
+            .iter()
+            .map(|&v| Param::Int(v))
+            .collect();
+        assert_eq!(out[0].params, ints);
+        assert_eq!(out[0].expected_rows, 6);
+        // Long runs are split.
+        let many: Vec<RowsChange> = (0..70).map(|i| update(&[i, 0, 0], &[i, 1, 0])).collect();
+        let refs: Vec<&RowsChange> = many.iter().collect();
+        out.clear();
+        builder.plan_merged_updates(&refs, &[1], &cols, &key, &mut out);
+        let sizes: Vec<u64> = out.iter().map(|s| s.expected_rows).collect();
+        assert_eq!(sizes, [128, 12]);
     }
 
     #[test]

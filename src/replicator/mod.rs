@@ -431,9 +431,10 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
         ));
     };
     let setup = |e: crate::replica::ReplicaError| RunError::Setup(format!("takeover: {e}"));
-    let mut master = crate::replica::connect(&live.host, live.port, None, &live.user, &live.password)
-        .await
-        .map_err(setup)?;
+    let mut master =
+        crate::replica::connect(&live.host, live.port, None, &live.user, &live.password)
+            .await
+            .map_err(setup)?;
     let facts = crate::replica::check_master(&mut master)
         .await
         .map_err(setup)?;
