@@ -343,9 +343,13 @@ impl SqlBuilder {
     /// Appends statements that apply consecutive UPDATE rows changes of one
     /// table, all accepted by [`SqlBuilder::merge_set`] with this `set`, as
     /// multi-row `INSERT … ON DUPLICATE KEY UPDATE` statements of at most
-    /// [`MERGED_UPDATE_ROWS`] rows: each inserts the complete after image and,
-    /// on the primary key's duplicate, sets the `set` columns from it. Rows
-    /// keep their order (an IODKU applies its rows one after the other).
+    /// [`MERGED_UPDATE_ROWS`] rows: each lists the primary key and `set`
+    /// columns of the after image (in table order) and, on the primary key's
+    /// duplicate, sets the `set` columns from it. Rows keep their order (an
+    /// IODKU applies its rows one after the other). The other columns are
+    /// left out, which needs the channel's non-strict `sql_mode` (a column
+    /// without a default only warns on the insert path, never taken when
+    /// the counts match).
     ///
     /// With `CLIENT_FOUND_ROWS`, each row that finds its key and changes
     /// counts 2 affected rows and a row inserted counts 1, so a statement's
@@ -370,12 +374,20 @@ impl SqlBuilder {
             .filter_map(|p| p.after.as_ref())
             .peekable();
         let key = shape.primary_key.clone().unwrap_or_default();
+        let mut listed: Vec<u16> = key.iter().chain(set).copied().collect();
+        listed.sort_unstable();
+        listed.dedup();
         while rows.peek().is_some() {
             let chunk: Vec<&RowImage> = rows.by_ref().take(MERGED_UPDATE_ROWS).collect();
-            let sql = self.merged_update_text(shape, set, chunk.len());
-            let mut params = Vec::with_capacity(chunk.len() * shape.columns.len());
+            let sql = self.merged_update_text(shape, &listed, set, chunk.len());
+            let mut params = Vec::with_capacity(chunk.len() * listed.len());
             for image in &chunk {
-                push_params(image, columns, &mut params);
+                for &c in &listed {
+                    let value = image
+                        .get(c)
+                        .expect("merge_set checked a complete after image");
+                    params.push(to_param(value, &columns[c as usize]));
+                }
             }
             out.push(PlannedStatement {
                 sql,
@@ -387,27 +399,33 @@ impl SqlBuilder {
         }
     }
 
-    fn merged_update_text(&mut self, shape: &TableShape, set: &[u16], rows: usize) -> Arc<str> {
+    fn merged_update_text(
+        &mut self,
+        shape: &TableShape,
+        listed: &[u16],
+        set: &[u16],
+        rows: usize,
+    ) -> Arc<str> {
         let key = TextKey {
             schema: shape.schema.clone(),
             table: shape.table.clone(),
             kind: RowKind::Update,
             set: set.to_vec(),
-            matched: Vec::new(),
+            matched: listed.to_vec(),
             by_key: true,
             rows,
         };
         self.cached(key, || {
             let mut sql = format!("INSERT INTO {} (", qualified(shape));
-            for (i, name) in shape.columns.iter().enumerate() {
+            for (i, &c) in listed.iter().enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                sql.push_str(&quote_ident(name));
+                sql.push_str(&quote_ident(&shape.columns[c as usize]));
             }
             sql.push_str(") VALUES ");
             let mut row = String::from("(");
-            for i in 0..shape.columns.len() {
+            for i in 0..listed.len() {
                 row.push_str(if i == 0 { "?" } else { ", ?" });
             }
             row.push(')');
@@ -770,13 +788,10 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(
             &*out[0].sql,
-            "INSERT INTO `s``b`.`t` (`id`, `k`, `c``x`) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) \
+            "INSERT INTO `s``b`.`t` (`id`, `k`) VALUES (?, ?), (?, ?), (?, ?) \
              ON DUPLICATE KEY UPDATE `k` = VALUES(`k`)"
         );
-        let ints: Vec<Param> = [1, 5, 3, 1, 6, 3, 4, 7, 0]
-            .iter()
-            .map(|&v| Param::Int(v))
-            .collect();
+        let ints: Vec<Param> = [1, 5, 1, 6, 4, 7].iter().map(|&v| Param::Int(v)).collect();
         assert_eq!(out[0].params, ints);
         assert_eq!(out[0].expected_rows, 6);
         // Long runs are split.
