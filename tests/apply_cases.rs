@@ -193,9 +193,11 @@ async fn on_update_current_timestamp_columns_keep_the_masters_values() {
     spec.remove(sb).await;
 }
 
-// Consecutive UPDATE rows of one table go out as one merged statement
-// (multi-row INSERT … ON DUPLICATE KEY UPDATE): rows keep their order
-// (the same row updated twice in a run, a multi-row UPDATE on the master),
+// Consecutive UPDATE rows of one table, and a DELETE followed by the
+// INSERT of the same key, go out as one merged statement (multi-row
+// INSERT … ON DUPLICATE KEY UPDATE): rows keep their order (the same row
+// updated twice in a run, a multi-row UPDATE on the master, a re-inserted
+// row identical to the deleted one, which counts 1 and takes the plain path),
 // a table with a second unique key is never merged (its rows move a unique
 // value between rows in order), and a row missing on the replica still
 // stops the service with 1032 naming its key, without the merged statement
@@ -223,7 +225,11 @@ async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
              COMMIT; \
              UPDATE {q}.u SET k = k + 1 ORDER BY k DESC; \
              UPDATE {q}.t SET k = -k WHERE id BETWEEN 10 AND 12; \
-             UPDATE {q}.t SET k = -k WHERE id BETWEEN 20 AND 22"
+             UPDATE {q}.t SET k = -k WHERE id BETWEEN 20 AND 22; \
+             START TRANSACTION; DELETE FROM {q}.t WHERE id = 50; \
+             INSERT INTO {q}.t VALUES (50, 500, 'new'); UPDATE {q}.t SET k = 1 WHERE id = 51; \
+             DELETE FROM {q}.t WHERE id = 60; INSERT INTO {q}.t VALUES (60, 120, 'c60'); \
+             COMMIT"
         ))
         .await
         .unwrap();
@@ -233,7 +239,7 @@ async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
     let mut replica = sb.connect(TARGET).await;
     let rows: Vec<(i32, i32, String)> = replica
         .query(format!(
-            "SELECT id, k, c FROM {q}.t WHERE id IN (1, 2, 3, 11, 21, 95) ORDER BY id"
+            "SELECT id, k, c FROM {q}.t WHERE id IN (1, 2, 3, 11, 21, 50, 51, 60, 95) ORDER BY id"
         ))
         .await
         .unwrap();
@@ -245,6 +251,9 @@ async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
             (3, 6, "y".to_string()),
             (11, -22, "c11".to_string()),
             (21, -42, "c21".to_string()),
+            (50, 500, "new".to_string()),
+            (51, 1, "c51".to_string()),
+            (60, 120, "c60".to_string()),
             (95, 95, "c95".to_string()),
         ]
     );

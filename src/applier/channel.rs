@@ -450,10 +450,11 @@ impl Origin {
 struct ReplicaTable {
     shape: TableShape,
     unsigned: Vec<bool>,
-    /// Consecutive UPDATEs may go out merged
-    /// ([`SqlBuilder::plan_merged_updates`]): the replica's table has a
-    /// primary key and no other unique key, no triggers, no foreign keys
-    /// and no generated columns.
+    /// Consecutive UPDATEs (and DELETE + INSERT pairs of the same keys) may
+    /// go out merged ([`SqlBuilder::plan_merged_updates`]): the replica's
+    /// table has a primary key and no other unique key, no triggers, no
+    /// foreign keys either way (none of its own, none referencing it) and
+    /// no generated columns.
     merge_updates: bool,
 }
 
@@ -856,8 +857,10 @@ impl Channel {
             /// statement-at-a-time path, which tells what is wrong.
             merged: bool,
         }
-        /// Consecutive UPDATE rows changes of one table setting the same
-        /// columns, not yet planned (they go out merged).
+        /// Consecutive UPDATE rows changes of one table (and fused DELETE +
+        /// INSERT pairs, as their INSERT), not yet planned (they go out
+        /// merged); `set` is the union of the columns they set, in table
+        /// order.
         struct Run<'t> {
             txn: usize,
             table: Arc<ReplicaTable>,
@@ -898,7 +901,7 @@ impl Channel {
                     planned.clear();
                     let rows: usize = run.changes.iter().map(|c| c.rows.len()).sum();
                     let (txn, _) = todo[run.txn];
-                    if rows == 1 {
+                    if rows == 1 && run.changes[0].kind == RowKind::Update {
                         if let Err(message) = self.builder.plan(
                             run.changes[0],
                             &run.columns,
@@ -941,10 +944,13 @@ impl Channel {
             };
         }
         for (index, (txn, epoch)) in todo.iter().enumerate() {
-            for change in &txn.changes {
-                let Change::Rows(rows) = change else {
+            let mut next = 0;
+            while next < txn.changes.len() {
+                let Change::Rows(rows) = &txn.changes[next] else {
+                    next += 1;
                     continue;
                 };
+                next += 1;
                 let info = txn.table_of(rows);
                 let table = self.replica_table(info).await.map_err(|e| {
                     (
@@ -953,14 +959,46 @@ impl Channel {
                     )
                 })?;
                 let fk_off = rows.foreign_key_checks_off();
-                if table.merge_updates && !fk_off && rows.kind == RowKind::Update {
+                if table.merge_updates && !fk_off && rows.kind != RowKind::Insert {
                     let columns = fix_signedness(&info.columns, &table.unsigned);
-                    if let Some(set) = SqlBuilder::merge_set(rows, &columns, &table.shape) {
-                        if let Some(r) = run.as_mut().filter(|r| {
-                            Arc::ptr_eq(&r.table, &table) && r.set == set && r.columns == columns
-                        }) {
-                            r.changes.push(rows);
+                    // An UPDATE, or a DELETE followed by the INSERT of the
+                    // same keys (fused: the INSERT's rows replace them).
+                    let merge = if rows.kind == RowKind::Update {
+                        SqlBuilder::merge_set(rows, &columns, &table.shape)
+                            .map(|set| (set, rows, next))
+                    } else {
+                        // The next rows event (annotations between are
+                        // only for display).
+                        let following = txn.changes[next..]
+                            .iter()
+                            .position(|c| !matches!(c, Change::Annotation(_)))
+                            .map(|p| next + p);
+                        match following.map(|i| (i, &txn.changes[i])) {
+                            Some((i, Change::Rows(insert)))
+                                if !insert.foreign_key_checks_off()
+                                    && txn.table_of(insert).schema == info.schema
+                                    && txn.table_of(insert).table == info.table
+                                    && txn.table_of(insert).columns == info.columns =>
+                            {
+                                SqlBuilder::fuse_set(rows, insert, &columns, &table.shape)
+                                    .map(|set| (set, insert, i + 1))
+                            }
+                            _ => None,
+                        }
+                    };
+                    if let Some((set, change, after)) = merge {
+                        next = after; // past a fused INSERT
+                        if let Some(r) = run
+                            .as_mut()
+                            .filter(|r| Arc::ptr_eq(&r.table, &table) && r.columns == columns)
+                        {
+                            r.changes.push(change);
                             r.txn = index;
+                            for c in set {
+                                if let Err(at) = r.set.binary_search(&c) {
+                                    r.set.insert(at, c);
+                                }
+                            }
                             continue;
                         }
                         flush_run!();
@@ -969,7 +1007,7 @@ impl Channel {
                             table,
                             columns,
                             set,
-                            changes: vec![rows],
+                            changes: vec![change],
                         });
                         continue;
                     }
@@ -1562,11 +1600,14 @@ impl Channel {
                      + (SELECT COUNT(*) FROM information_schema.TRIGGERS \
                        WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?) \
                      + (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE \
-                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
-                       AND REFERENCED_TABLE_NAME IS NOT NULL) \
+                       WHERE (TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                              AND REFERENCED_TABLE_NAME IS NOT NULL) \
+                          OR (REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?)) \
                      + (SELECT COUNT(*) FROM information_schema.COLUMNS \
                        WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_GENERATED = 'ALWAYS')",
                     (
+                        info.schema.as_str(),
+                        info.table.as_str(),
                         info.schema.as_str(),
                         info.table.as_str(),
                         info.schema.as_str(),

@@ -340,6 +340,51 @@ impl SqlBuilder {
         common
     }
 
+    /// The columns a DELETE rows change followed by an INSERT of the same
+    /// keys would set if the pair goes into a merged update as the INSERT's
+    /// rows (every column but the primary key: the INSERT replaces the
+    /// whole row), else `None`. The tables must be the same (the caller
+    /// checks); the INSERT's after images must be complete, and row `i` of
+    /// the INSERT must carry the primary key of row `i` of the DELETE.
+    pub fn fuse_set(
+        delete: &RowsChange,
+        insert: &RowsChange,
+        columns: &[ColumnInfo],
+        shape: &TableShape,
+    ) -> Option<Vec<u16>> {
+        let key = shape.primary_key.as_ref().filter(|k| !k.is_empty())?;
+        if delete.kind != RowKind::Delete
+            || insert.kind != RowKind::Insert
+            || delete.rows.is_empty()
+            || delete.rows.len() != insert.rows.len()
+        {
+            return None;
+        }
+        let n = shape.columns.len();
+        if columns.len() < n {
+            return None;
+        }
+        for (gone, new) in delete.rows.iter().zip(&insert.rows) {
+            let (before, after) = (gone.before.as_ref()?, new.after.as_ref()?);
+            if after.columns.len() != n
+                || after
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &c)| c as usize != i)
+            {
+                return None;
+            }
+            if key
+                .iter()
+                .any(|&k| before.get(k).is_none() || before.get(k) != after.get(k))
+            {
+                return None;
+            }
+        }
+        Some((0..n as u16).filter(|c| !key.contains(c)).collect())
+    }
+
     /// Appends statements that apply consecutive UPDATE rows changes of one
     /// table, all accepted by [`SqlBuilder::merge_set`] with this `set`, as
     /// multi-row `INSERT … ON DUPLICATE KEY UPDATE` statements of at most
@@ -773,6 +818,51 @@ mod tests {
             .rows
             .push(update(&[2, 2, 3], &[2, 2, 4]).rows.remove(0));
         assert_eq!(SqlBuilder::merge_set(&mixed, &cols, &key), None);
+    }
+
+    #[test]
+    fn a_delete_and_the_insert_of_the_same_key_fuse() {
+        let key = shape(Some(vec![0]));
+        let cols = columns();
+        let delete = RowsChange {
+            table: 0,
+            kind: RowKind::Delete,
+            flags: 0,
+            rows: vec![RowPair {
+                before: Some(image(&[0, 1, 2], &[5, 1, 1])),
+                after: None,
+            }],
+        };
+        let insert = |id: i64| RowsChange {
+            table: 0,
+            kind: RowKind::Insert,
+            flags: 0,
+            rows: vec![RowPair {
+                before: None,
+                after: Some(image(&[0, 1, 2], &[id, 2, 2])),
+            }],
+        };
+        assert_eq!(
+            SqlBuilder::fuse_set(&delete, &insert(5), &cols, &key),
+            Some(vec![1, 2])
+        );
+        assert_eq!(SqlBuilder::fuse_set(&delete, &insert(6), &cols, &key), None);
+        assert_eq!(
+            SqlBuilder::fuse_set(&delete, &insert(5), &cols, &shape(None)),
+            None
+        );
+        assert_eq!(
+            SqlBuilder::fuse_set(&insert(5), &insert(5), &cols, &key),
+            None
+        );
+        let mut out = Vec::new();
+        SqlBuilder::new().plan_merged_updates(&[&insert(5)], &[1, 2], &cols, &key, &mut out);
+        assert_eq!(
+            &*out[0].sql,
+            "INSERT INTO `s``b`.`t` (`id`, `k`, `c``x`) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE `k` = VALUES(`k`), `c``x` = VALUES(`c``x`)"
+        );
+        assert_eq!(out[0].expected_rows, 2);
     }
 
     #[test]
