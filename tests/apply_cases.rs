@@ -235,6 +235,7 @@ async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
         .unwrap();
     let mut spec = ServiceSpec::new("merged", &names(&r), &start);
     spec.channels = 2;
+    spec.replica_socket = true;
     spec.run_until_idle(sb).expect("first run");
     let mut replica = sb.connect(TARGET).await;
     let rows: Vec<(i32, i32, String)> = replica

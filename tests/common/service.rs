@@ -60,6 +60,9 @@ pub struct ServiceSpec {
     pub sync_interval: u64,
     /// `retry_max_attempts`.
     pub retry_max_attempts: u32,
+    /// Apply through the target's Unix socket (`[replica] socket`)
+    /// instead of loopback TCP.
+    pub replica_socket: bool,
 }
 
 impl ServiceSpec {
@@ -80,6 +83,7 @@ impl ServiceSpec {
             block: 100,
             sync_interval: 50,
             retry_max_attempts: 10,
+            replica_socket: false,
         }
     }
 
@@ -115,6 +119,7 @@ start = "{start}"
 [replica]
 host = "{host}"
 port = {replica_port}
+{replica_socket}
 user = "{user}"
 password = "{password}"
 [queue]
@@ -146,6 +151,14 @@ socket = "{socket}"
             retries = self.retry_max_attempts,
             map = map_path.display(),
             socket = self.dir.join("control.sock").display(),
+            replica_socket = if self.replica_socket {
+                format!(
+                    "socket = \"{}\"",
+                    sb.dir.join(TARGET.name()).join("mariadbd.sock").display()
+                )
+            } else {
+                String::new()
+            },
         )
     }
 
