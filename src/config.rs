@@ -559,8 +559,11 @@ pub struct ApplyConfig {
     /// `block_commit_txns`: most transactions a channel commits together;
     /// at least 1 (1 turns block commit off), default 100.
     pub block_commit_txns: u32,
-    /// `block_commit_interval_ms`: longest a channel holds an open block, in
-    /// milliseconds; at least 1, default 500.
+    /// `block_commit_interval_ms`: when a channel's input runs dry before
+    /// its block holds `block_commit_txns` transactions, how long it waits
+    /// for more before committing, in milliseconds counted from the
+    /// block's first transaction; 0 (the default) commits at once. More
+    /// than 0 trades latency for fewer commits on a trickling source.
     pub block_commit_interval_ms: u64,
     /// `sync_interval_seqnos`: idle channels advance their restart rows
     /// every this many seqnos; at least 1, default 1000.
@@ -654,7 +657,7 @@ const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
 const DEFAULT_CHANNELS: u16 = 8;
 const DEFAULT_BLOCK_COMMIT_TXNS: u32 = 100;
-const DEFAULT_BLOCK_COMMIT_INTERVAL_MS: u64 = 500;
+const DEFAULT_BLOCK_COMMIT_INTERVAL_MS: u64 = 0;
 const DEFAULT_SYNC_INTERVAL_SEQNOS: u64 = 1000;
 const DEFAULT_MAX_IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
 const DEFAULT_RETRY_MAX_ATTEMPTS: u32 = 10;
@@ -866,7 +869,7 @@ impl Config {
         p.range(
             "apply.block_commit_interval_ms",
             a.block_commit_interval_ms.into(),
-            POSITIVE,
+            NON_NEGATIVE,
         );
         p.range(
             "apply.sync_interval_seqnos",
@@ -1701,7 +1704,7 @@ impl<'a> Builder<'a> {
                 "apply.block_commit_interval_ms",
                 raw.block_commit_interval_ms,
                 DEFAULT_BLOCK_COMMIT_INTERVAL_MS,
-                POSITIVE,
+                NON_NEGATIVE,
             ),
             sync_interval_seqnos: self.int(
                 "apply.sync_interval_seqnos",
@@ -1863,7 +1866,7 @@ socket = "/tmp/c.sock"
             apply: ApplyConfig {
                 channels: 8,
                 block_commit_txns: 100,
-                block_commit_interval_ms: 500,
+                block_commit_interval_ms: 0,
                 sync_interval_seqnos: 1000,
                 max_in_flight_bytes: 67_108_864,
                 shard_list: None,

@@ -334,6 +334,10 @@ pub struct ChannelSettings {
     pub preserve_origin: bool,
     /// Transactions per block (1: block commit off).
     pub block_commit_txns: usize,
+    /// How long a block that is not full waits for more input once the
+    /// input runs dry, counted from its first transaction (zero: it
+    /// commits at once); `[apply] block_commit_interval_ms`.
+    pub block_commit_interval: Duration,
     /// Retries of a transient error before it becomes definite (0: never).
     pub retry_max_attempts: u32,
     /// Longest wait between retries.
@@ -500,13 +504,30 @@ async fn run(
                 let mut block = vec![(txn, epoch)];
                 let mut block_bytes = bytes;
                 let mut last_marker = marker;
+                // A SYNC that arrives while the block fills is recorded
+                // after it (everything it covers on this channel came
+                // before it), so an idle source does not cut blocks short.
+                let mut deferred_sync: Option<Arc<Marker>> = None;
                 let origin = Origin::of(&block[0].0);
                 let same_origin = |txn: &Transaction| {
                     !channel.settings.preserve_origin || Origin::of(txn) == origin
                 };
                 if !alone && !is_ddl(&block[0].0) {
+                    let deadline =
+                        std::time::Instant::now() + channel.settings.block_commit_interval;
                     while block.len() < channel.settings.block_commit_txns.max(1) {
-                        match input.try_recv() {
+                        let next = match input.try_recv() {
+                            Err(TryRecvError::Empty) => {
+                                let left =
+                                    deadline.saturating_duration_since(std::time::Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                input.recv_timeout(left).map_err(|_| TryRecvError::Empty)
+                            }
+                            other => other,
+                        };
+                        match next {
                             Ok(Work::Apply {
                                 txn,
                                 epoch,
@@ -518,6 +539,7 @@ async fn run(
                                 block_bytes += bytes;
                                 last_marker = marker;
                             }
+                            Ok(Work::Sync(marker)) => deferred_sync = Some(marker),
                             Ok(other) => {
                                 pending = Some(other);
                                 break;
@@ -532,6 +554,11 @@ async fn run(
                 progress.release_memory(block_bytes);
                 if channel.committed != before {
                     progress.set_marker(index, last_marker);
+                }
+                if let Some(marker) = deferred_sync {
+                    if channel.record_marker(&marker).await? {
+                        progress.set_marker(index, marker);
+                    }
                 }
                 if let Some(s) = channel.committed {
                     progress.set_committed(index, s);

@@ -289,6 +289,7 @@ pub fn run(
             sql_log_bin: config.replica.sql_log_bin,
             preserve_origin: config.replica.preserve_origin,
             block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
+            block_commit_interval: Duration::from_millis(config.apply.block_commit_interval_ms),
             retry_max_attempts: config.apply.retry_max_attempts,
             retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
         };

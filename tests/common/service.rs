@@ -63,6 +63,8 @@ pub struct ServiceSpec {
     /// Apply through the target's Unix socket (`[replica] socket`)
     /// instead of loopback TCP.
     pub replica_socket: bool,
+    /// `block_commit_interval_ms`.
+    pub block_interval_ms: u64,
 }
 
 impl ServiceSpec {
@@ -84,6 +86,7 @@ impl ServiceSpec {
             sync_interval: 50,
             retry_max_attempts: 10,
             replica_socket: false,
+            block_interval_ms: 0,
         }
     }
 
@@ -127,6 +130,7 @@ dir = "{queue}"
 [apply]
 channels = {channels}
 block_commit_txns = {block}
+block_commit_interval_ms = {interval}
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
@@ -147,6 +151,7 @@ socket = "{socket}"
             queue = self.dir.join("queue").display(),
             channels = self.channels,
             block = self.block,
+            interval = self.block_interval_ms,
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),
