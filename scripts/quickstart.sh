@@ -98,6 +98,8 @@ start = "takeover"
 [replica]
 host = "$SANDBOX_HOST"
 port = $port_replica
+# replica1 runs on this host: apply through its Unix socket.
+socket = "$SHARDREP_SANDBOX_DIR/replica1/mariadbd.sock"
 user = "$SANDBOX_USER"
 password_env = "SHARDREP_PASSWORD"
 [queue]

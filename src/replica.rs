@@ -115,11 +115,19 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// Connection options for the master or the replica: TCP to `host:port`
-/// (`prefer_socket` off, so the configured address is the one used), as the
-/// apply channels connect ([`crate::applier::channel::replica_opts`]).
-pub fn opts(host: &str, port: u16, user: &str, password: &Secret) -> Opts {
-    crate::applier::channel::replica_opts(host, port, user, password.expose())
+/// Connection options for the master or the replica: TCP to `host:port`,
+/// or the Unix socket `socket` when given (the replica's `[replica]
+/// socket`); `prefer_socket` off, so the configured transport is the one
+/// used, as the apply channels connect
+/// ([`crate::applier::channel::replica_opts`]).
+pub fn opts(
+    host: &str,
+    port: u16,
+    socket: Option<&std::path::Path>,
+    user: &str,
+    password: &Secret,
+) -> Opts {
+    crate::applier::channel::replica_opts(host, port, socket, user, password.expose())
 }
 
 /// Opens a connection with [`opts`].
@@ -129,10 +137,11 @@ pub fn opts(host: &str, port: u16, user: &str, password: &Secret) -> Opts {
 pub async fn connect(
     host: &str,
     port: u16,
+    socket: Option<&std::path::Path>,
     user: &str,
     password: &Secret,
 ) -> Result<Conn, ReplicaError> {
-    Conn::new(opts(host, port, user, password))
+    Conn::new(opts(host, port, socket, user, password))
         .await
         .map_err(|e| ReplicaError::Connect {
             server: Endpoint::new(host, port),

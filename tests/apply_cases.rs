@@ -137,6 +137,170 @@ async fn cross_schema_transfer_is_atomic_and_ordered_against_both_shards() {
     spec.remove(sb).await;
 }
 
+// An UPDATE that leaves an `ON UPDATE CURRENT_TIMESTAMP` column at its
+// value on the master (two updates in the same second) must not let the
+// replica's own clock fill it in while it catches up: the row keeps the
+// master's TIMESTAMP and DATETIME(3), to the microsecond.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_update_current_timestamp_columns_keep_the_masters_values() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    stop_target_slave(sb).await;
+    let r = renames(&["onupd"]);
+    let q = quote_ident(&r[0].1);
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; \
+             CREATE TABLE {q}.t (id INT PRIMARY KEY, v INT, \
+               ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, \
+               dt DATETIME(3) NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)); \
+             SET time_zone = '+00:00'; \
+             SET timestamp = 1000000000; INSERT INTO {q}.t (id, v) VALUES (1, 0), (2, 0); \
+             SET timestamp = 1000000100.25; UPDATE {q}.t SET v = 1 WHERE id = 1; \
+             UPDATE {q}.t SET v = 2 WHERE id = 1; \
+             UPDATE {q}.t SET v = 3, dt = NULL WHERE id = 2; \
+             UPDATE {q}.t SET v = 4, dt = NULL WHERE id = 2; \
+             SET timestamp = DEFAULT"
+        ))
+        .await
+        .unwrap();
+    drop(master);
+    let spec = ServiceSpec::new("onupd", &names(&r), &start);
+    spec.run_until_idle(sb).expect("run succeeds");
+    let mut replica = sb.connect(TARGET).await;
+    let rows: Vec<(i64, i64, i64, Option<String>)> = replica
+        .query(format!(
+            "SELECT id, v, UNIX_TIMESTAMP(ts), CAST(dt AS CHAR) FROM {q}.t ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (
+                1,
+                2,
+                1_000_000_100,
+                Some("2001-09-09 01:48:20.250".to_string())
+            ),
+            (2, 4, 1_000_000_100, None),
+        ]
+    );
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "t").await;
+    drop_everywhere(sb, &names(&r)).await;
+    spec.remove(sb).await;
+}
+
+// Consecutive UPDATE rows of one table, and a DELETE followed by the
+// INSERT of the same key, go out as one merged statement (multi-row
+// INSERT … ON DUPLICATE KEY UPDATE): rows keep their order (the same row
+// updated twice in a run, a multi-row UPDATE on the master, a re-inserted
+// row identical to the deleted one, which counts 1 and takes the plain path),
+// a table with a second unique key is never merged (its rows move a unique
+// value between rows in order), and a row missing on the replica still
+// stops the service with 1032 naming its key, without the merged statement
+// having inserted it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_updates_keep_order_and_a_missing_row_still_stops() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    stop_target_slave(sb).await;
+    let r = renames(&["merged"]);
+    let q = quote_ident(&r[0].1);
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; \
+             CREATE TABLE {q}.t (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(20) NOT NULL); \
+             CREATE TABLE {q}.u (id INT PRIMARY KEY, k INT NOT NULL, UNIQUE KEY (k)); \
+             INSERT INTO {q}.t SELECT seq, seq, CONCAT('c', seq) FROM {q}.seq_1_to_100; \
+             INSERT INTO {q}.u VALUES (1, 1), (2, 2), (3, 3); \
+             START TRANSACTION; \
+             UPDATE {q}.t SET k = k + 1 WHERE id = 1; UPDATE {q}.t SET k = k + 1 WHERE id = 1; \
+             UPDATE {q}.t SET k = k + 1 WHERE id = 2; UPDATE {q}.t SET k = k * 2 WHERE id <= 90; \
+             UPDATE {q}.t SET c = 'x' WHERE id = 3; UPDATE {q}.t SET c = 'y' WHERE id = 3; \
+             COMMIT; \
+             UPDATE {q}.u SET k = k + 1 ORDER BY k DESC; \
+             UPDATE {q}.t SET k = -k WHERE id BETWEEN 10 AND 12; \
+             UPDATE {q}.t SET k = -k WHERE id BETWEEN 20 AND 22; \
+             START TRANSACTION; DELETE FROM {q}.t WHERE id = 50; \
+             INSERT INTO {q}.t VALUES (50, 500, 'new'); UPDATE {q}.t SET k = 1 WHERE id = 51; \
+             DELETE FROM {q}.t WHERE id = 60; INSERT INTO {q}.t VALUES (60, 120, 'c60'); \
+             COMMIT"
+        ))
+        .await
+        .unwrap();
+    let mut spec = ServiceSpec::new("merged", &names(&r), &start);
+    spec.channels = 2;
+    spec.replica_socket = true;
+    spec.run_until_idle(sb).expect("first run");
+    let mut replica = sb.connect(TARGET).await;
+    let rows: Vec<(i32, i32, String)> = replica
+        .query(format!(
+            "SELECT id, k, c FROM {q}.t WHERE id IN (1, 2, 3, 11, 21, 50, 51, 60, 95) ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, 6, "c1".to_string()),
+            (2, 6, "c2".to_string()),
+            (3, 6, "y".to_string()),
+            (11, -22, "c11".to_string()),
+            (21, -42, "c21".to_string()),
+            (50, 500, "new".to_string()),
+            (51, 1, "c51".to_string()),
+            (60, 120, "c60".to_string()),
+            (95, 95, "c95".to_string()),
+        ]
+    );
+    let u: Vec<(i32, i32)> = replica
+        .query(format!("SELECT id, k FROM {q}.u ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(u, [(1, 2), (2, 3), (3, 4)]);
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "t").await;
+    assert_table_equal(sb, Server::Master, TARGET, &r[0].1, "u").await;
+
+    // A row missing on the replica, in the middle of a merged run.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 77"
+        ))
+        .await
+        .unwrap();
+    master
+        .query_drop(format!("UPDATE {q}.t SET k = 0 WHERE id IN (76, 77, 78)"))
+        .await
+        .unwrap();
+    let error = match spec.run_until_idle(sb) {
+        Err(RunError::Apply(SchedulerError::Apply(e))) => e,
+        other => panic!("expected a divergence error, got {other:?}"),
+    };
+    assert_eq!(error.code, 1032, "{error}");
+    assert!(
+        error.message.contains("key `id` = 77"),
+        "the message names the key: {error}"
+    );
+    let left: Vec<(i32, i32)> = replica
+        .query(format!(
+            "SELECT id, k FROM {q}.t WHERE id BETWEEN 76 AND 78 ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        [(76, 152), (78, 156)],
+        "nothing of the failed block committed"
+    );
+    drop_everywhere(sb, &names(&r)).await;
+    spec.remove(sb).await;
+}
+
 /// The seqno of the first queued transaction whose statement contains
 /// `needle`, and its shard.
 fn queued_statement(spec: &ServiceSpec, sb: &Sandbox, needle: &str) -> (u64, String) {

@@ -13,7 +13,10 @@ mod common;
 use mysql_async::prelude::Queryable;
 use shardrep::position::Seqno;
 
-use common::service::{drop_everywhere, master_position, ServiceSpec, TARGET};
+use common::service::{
+    ctl_ok, drop_everywhere, master_position, wait_applied_to_master, wait_for_socket, ServiceSpec,
+    TARGET,
+};
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
 const REPLICA: Server = TARGET;
@@ -204,6 +207,88 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         "{steps:?}"
     );
     assert_eq!(steps[4], "COMMIT");
+    assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
+    drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    spec.remove(sb).await;
+}
+
+// `block_commit_interval_ms`: a channel whose input runs dry waits that long
+// (from the block's first transaction) for more before committing a block
+// that is not full, and the idle source's SYNC markers do not cut the block
+// short. Three transactions written 300 ms apart on a live source are
+// committed with one COMMIT on the channel's connection (with the default 0
+// each would commit at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_source_is_committed_in_one_block_within_the_interval() {
+    let sb = sandbox();
+    let _lock = MASTER.lock().await;
+    let schema = unique_schema("trickle");
+    let q = quote_ident(&schema);
+    create_on_both(
+        sb,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, v INT);"),
+    )
+    .await;
+    let start = master_position(sb).await;
+    let mut spec = ServiceSpec::new("trickle", std::slice::from_ref(&schema), &start);
+    spec.channels = 1;
+    spec.block_interval_ms = 4000;
+    let mut replica = sb.connect(REPLICA).await;
+    replica
+        .query_drop("SET GLOBAL log_output = 'TABLE'; TRUNCATE TABLE mysql.general_log; SET GLOBAL general_log = 1")
+        .await
+        .unwrap();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    let mut master = sb.connect(Server::Master).await;
+    for id in 1..=3 {
+        master
+            .query_drop(format!("INSERT INTO {q}.t VALUES ({id}, {id})"))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    wait_applied_to_master(sb, &spec).await;
+    assert!(process.terminate(), "clean stop");
+    replica
+        .query_drop("SET GLOBAL general_log = 0")
+        .await
+        .unwrap();
+    let thread: u64 = replica
+        .exec_first(
+            "SELECT thread_id FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') \
+             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('%INSERT INTO `', ?, '`%') LIMIT 1",
+            (schema.as_str(),),
+        )
+        .await
+        .unwrap()
+        .expect("the channel's INSERT is in the general log");
+    let entries: Vec<String> = replica
+        .exec(
+            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
+             WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
+            (thread,),
+        )
+        .await
+        .unwrap();
+    let log: Vec<&str> = entries.iter().flat_map(|e| e.split(";\n")).collect();
+    let insert = format!("INSERT INTO `{schema}`.`t`");
+    let at: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.starts_with(&insert))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 3, "{log:?}");
+    let commits = log[at[0]..=at[2]]
+        .iter()
+        .filter(|s| **s == "COMMIT")
+        .count();
+    assert_eq!(commits, 0, "one block for the three transactions: {log:?}");
     assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     spec.remove(sb).await;

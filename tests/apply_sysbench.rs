@@ -117,6 +117,8 @@ async fn sysbench_over_8_schemas_catches_up_identical_with_and_without_block_com
         spec.channels = 8;
         spec.block = block;
         spec.sync_interval = 1000;
+        // Block commit on: through the replica's Unix socket; off: TCP.
+        spec.replica_socket = block > 1;
         let report = spec.run_until_idle(sb).expect("catch-up succeeds");
         eprintln!(
             "block commit {block}: {} transactions in {:.2} s ({:.0}/s), {} barriers",

@@ -381,6 +381,7 @@ start = "$start_file:$start_pos"
 [replica]
 host = "$SANDBOX_HOST"
 port = $((SANDBOX_MASTER_PORT + 1))
+socket = "$base/replica1/mariadbd.sock"
 user = "$SANDBOX_USER"
 password_env = "SHARDREP_PASSWORD"
 [queue]

@@ -54,17 +54,6 @@ use crate::event::{
 };
 use crate::position::{ChannelId, Seqno};
 
-/// What one statement of a batched block must affect, to check its reply.
-struct Check {
-    /// Index of its transaction in the block.
-    txn: usize,
-    /// The planned row statement and its table (none for session
-    /// statements).
-    statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
-    /// The restart-row update: exactly 1 row.
-    restart: bool,
-}
-
 /// What the scheduler sends a channel.
 #[derive(Clone, Debug)]
 pub enum Work {
@@ -288,7 +277,12 @@ impl Progress {
         self.error.lock().expect("progress lock").clone()
     }
 
-    fn set_committed(&self, channel: usize, seqno: Seqno) {
+    /// Records that channel `channel` has committed everything sent to it
+    /// up to seqno `seqno` (a lower seqno than the one recorded is
+    /// ignored) and wakes [`Progress::wait_until`] waiters, such as the
+    /// scheduler at a barrier. Channels call it after each commit; it is
+    /// public so benchmarks and tests can stand in for channels.
+    pub fn set_committed(&self, channel: usize, seqno: Seqno) {
         self.committed[channel].fetch_max(seqno.get() as i64, Ordering::AcqRel);
         let _guard = self.lock.lock().expect("progress lock");
         self.changed.notify_all();
@@ -340,18 +334,31 @@ pub struct ChannelSettings {
     pub preserve_origin: bool,
     /// Transactions per block (1: block commit off).
     pub block_commit_txns: usize,
+    /// How long a block that is not full waits for more input once the
+    /// input runs dry, counted from its first transaction (zero: it
+    /// commits at once); `[apply] block_commit_interval_ms`.
+    pub block_commit_interval: Duration,
     /// Retries of a transient error before it becomes definite (0: never).
     pub retry_max_attempts: u32,
     /// Longest wait between retries.
     pub retry_max_backoff: Duration,
 }
 
-/// mysql_async options for a replica connection: TCP (never silently the
-/// Unix socket), `CLIENT_FOUND_ROWS`, a statement cache of 512.
-pub fn replica_opts(host: &str, port: u16, user: &str, password: &str) -> Opts {
+/// mysql_async options for a replica connection: TCP to `host:port`, or
+/// the Unix socket `socket` when given (`[replica] socket`); never silently
+/// the socket (`prefer_socket` off). `CLIENT_FOUND_ROWS`, a statement cache
+/// of 512.
+pub fn replica_opts(
+    host: &str,
+    port: u16,
+    socket: Option<&std::path::Path>,
+    user: &str,
+    password: &str,
+) -> Opts {
     OptsBuilder::default()
         .ip_or_hostname(host.to_string())
         .tcp_port(port)
+        .socket(socket.map(|p| p.to_string_lossy().into_owned()))
         .user(Some(user.to_string()))
         .pass(Some(password.to_string()))
         .prefer_socket(false)
@@ -447,6 +454,12 @@ impl Origin {
 struct ReplicaTable {
     shape: TableShape,
     unsigned: Vec<bool>,
+    /// Consecutive UPDATEs (and DELETE + INSERT pairs of the same keys) may
+    /// go out merged ([`SqlBuilder::plan_merged_updates`]): the replica's
+    /// table has a primary key and no other unique key, no triggers, no
+    /// foreign keys either way (none of its own, none referencing it) and
+    /// no generated columns.
+    merge_updates: bool,
 }
 
 async fn run(
@@ -491,13 +504,30 @@ async fn run(
                 let mut block = vec![(txn, epoch)];
                 let mut block_bytes = bytes;
                 let mut last_marker = marker;
+                // A SYNC that arrives while the block fills is recorded
+                // after it (everything it covers on this channel came
+                // before it), so an idle source does not cut blocks short.
+                let mut deferred_sync: Option<Arc<Marker>> = None;
                 let origin = Origin::of(&block[0].0);
                 let same_origin = |txn: &Transaction| {
                     !channel.settings.preserve_origin || Origin::of(txn) == origin
                 };
                 if !alone && !is_ddl(&block[0].0) {
+                    let deadline =
+                        std::time::Instant::now() + channel.settings.block_commit_interval;
                     while block.len() < channel.settings.block_commit_txns.max(1) {
-                        match input.try_recv() {
+                        let next = match input.try_recv() {
+                            Err(TryRecvError::Empty) => {
+                                let left =
+                                    deadline.saturating_duration_since(std::time::Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                input.recv_timeout(left).map_err(|_| TryRecvError::Empty)
+                            }
+                            other => other,
+                        };
+                        match next {
                             Ok(Work::Apply {
                                 txn,
                                 epoch,
@@ -509,6 +539,7 @@ async fn run(
                                 block_bytes += bytes;
                                 last_marker = marker;
                             }
+                            Ok(Work::Sync(marker)) => deferred_sync = Some(marker),
                             Ok(other) => {
                                 pending = Some(other);
                                 break;
@@ -523,6 +554,11 @@ async fn run(
                 progress.release_memory(block_bytes);
                 if channel.committed != before {
                     progress.set_marker(index, last_marker);
+                }
+                if let Some(marker) = deferred_sync {
+                    if channel.record_marker(&marker).await? {
+                        progress.set_marker(index, marker);
+                    }
                 }
                 if let Some(s) = channel.committed {
                     progress.set_committed(index, s);
@@ -837,18 +873,106 @@ impl Channel {
         todo: &[&(Arc<Transaction>, u64)],
         marker: &Marker,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        // Full queries are sent as soon as they are built (at most one
-        // waits here), so a large transaction is never held as SQL text
-        // whole.
+        // What each statement of the batch must affect, to check replies.
+        struct Check {
+            txn: usize,
+            statement: Option<(PlannedStatement, Arc<ReplicaTable>)>,
+            /// The restart-row update: exactly 1 row.
+            restart: bool,
+            /// A merged update (`INSERT … ON DUPLICATE KEY UPDATE` of
+            /// several UPDATE rows): a short count sends the block to the
+            /// statement-at-a-time path, which tells what is wrong.
+            merged: bool,
+        }
+        /// Consecutive UPDATE rows changes of one table (and fused DELETE +
+        /// INSERT pairs, as their INSERT), not yet planned (they go out
+        /// merged); `set` is the union of the columns they set, in table
+        /// order.
+        struct Run<'t> {
+            txn: usize,
+            table: Arc<ReplicaTable>,
+            columns: Vec<crate::event::ColumnInfo>,
+            set: Vec<u16>,
+            changes: Vec<&'t crate::event::RowsChange>,
+        }
+        let mut run: Option<Run> = None;
         let mut queries: Vec<(String, Vec<Check>)> = Vec::new();
-        let row = marker.row(self.settings.channel.get());
         let mut text = String::from("START TRANSACTION");
         let mut checks = vec![Check {
             txn: 0,
             statement: None,
             restart: false,
+            merged: false,
         }];
         let mut planned = Vec::new();
+        // Full queries are sent before the next rows change is planned
+        // (and at the end), so a large transaction is not held whole as SQL
+        // text and planned parameters (a run of merged updates is still
+        // planned whole when it is flushed).
+        let row = marker.row(self.settings.channel.get());
+        macro_rules! send_queries {
+            () => {
+                for (query, checks) in std::mem::take(&mut queries) {
+                    let checks = &checks;
+                    let query = &query;
+                    let mut affected = Vec::with_capacity(checks.len());
+                    let outcome: Result<(), mysql_async::Error> = async {
+                        let mut result = self.conn.query_iter(query.as_str()).await?;
+                        loop {
+                            affected.push(result.affected_rows());
+                            if result.is_empty() {
+                                break;
+                            }
+                            result.collect::<mysql_async::Row>().await?;
+                        }
+                        Ok(())
+                    }
+                    .await;
+                    // Short counts first (they come before any later error).
+                    for (check, &n) in checks.iter().zip(&affected) {
+                        if let (true, Some((statement, table))) = (check.merged, &check.statement) {
+                            if n < statement.expected_rows {
+                                let (t, _) = todo[check.txn];
+                                let message = format!(
+                                    "a merged update of {} rows of {}.{} counted {n} affected rows, \
+                                     expected {}: re-running its rows as single UPDATEs",
+                                    statement.expected_rows / 2,
+                                    table.shape.schema,
+                                    table.shape.table,
+                                    statement.expected_rows
+                                );
+                                return Err((self.plain_error(t, elide(&statement.sql), 0, message), None));
+                            }
+                            continue;
+                        }
+                        if let Some(e) =
+                            self.check_affected(todo, check.txn, &check.statement, check.restart, n, &row)
+                        {
+                            return Err((e, None));
+                        }
+                    }
+                    if let Err(e) = outcome {
+                        // The connection's state after an error inside a
+                        // multi-statement reply is not trusted: start afresh (this
+                        // also rolls the open transaction back).
+                        if let Err(reconnect) = self.reconnect().await {
+                            tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
+                        }
+                        // The server stopped at the statement after the last reply.
+                        let check = checks
+                            .get(affected.len())
+                            .or(checks.last())
+                            .expect("non-empty batch");
+                        let (txn, epoch) = todo[check.txn];
+                        let failed_sql = check
+                            .statement
+                            .as_ref()
+                            .map_or_else(|| elide(query), |(s, _)| s.sql.to_string());
+                        return Err((self.error_at(Some((txn, *epoch)), &failed_sql, &e), Some(e)));
+                    }
+                }
+            };
+        }
         let push = |text: &mut String,
                     checks: &mut Vec<Check>,
                     queries: &mut Vec<(String, Vec<Check>)>,
@@ -864,11 +988,65 @@ impl Channel {
             checks.push(check);
         };
         let mut sql = String::new();
+        // Plans a pending run of UPDATEs (merged when more than one row)
+        // and adds its statements to the batch.
+        macro_rules! flush_run {
+            () => {
+                if let Some(run) = run.take() {
+                    planned.clear();
+                    let rows: usize = run.changes.iter().map(|c| c.rows.len()).sum();
+                    let (txn, _) = todo[run.txn];
+                    if rows == 1 && run.changes[0].kind == RowKind::Update {
+                        if let Err(message) = self.builder.plan(
+                            run.changes[0],
+                            &run.columns,
+                            &run.table.shape,
+                            &mut planned,
+                        ) {
+                            return Err((self.plain_error(txn, String::new(), 0, message), None));
+                        }
+                    } else {
+                        self.builder.plan_merged_updates(
+                            &run.changes,
+                            &run.set,
+                            &run.columns,
+                            &run.table.shape,
+                            &mut planned,
+                        );
+                    }
+                    for statement in planned.drain(..) {
+                        sql.clear();
+                        crate::applier::sql::interpolate(
+                            &statement.sql,
+                            &statement.params,
+                            &mut sql,
+                        )
+                        .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
+                        push(
+                            &mut text,
+                            &mut checks,
+                            &mut queries,
+                            &sql,
+                            Check {
+                                txn: run.txn,
+                                statement: Some((statement, run.table.clone())),
+                                restart: false,
+                                merged: rows > 1,
+                            },
+                        );
+                    }
+                }
+            };
+        }
         for (index, (txn, epoch)) in todo.iter().enumerate() {
-            for change in &txn.changes {
-                let Change::Rows(rows) = change else {
+            let mut next = 0;
+            while next < txn.changes.len() {
+                send_queries!();
+                let Change::Rows(rows) = &txn.changes[next] else {
+                    next += 1;
                     continue;
                 };
+                next += 1;
                 let info = txn.table_of(rows);
                 let table = self.replica_table(info).await.map_err(|e| {
                     (
@@ -877,6 +1055,60 @@ impl Channel {
                     )
                 })?;
                 let fk_off = rows.foreign_key_checks_off();
+                if table.merge_updates && !fk_off && rows.kind != RowKind::Insert {
+                    let columns = fix_signedness(&info.columns, &table.unsigned);
+                    // An UPDATE, or a DELETE followed by the INSERT of the
+                    // same keys (fused: the INSERT's rows replace them).
+                    let merge = if rows.kind == RowKind::Update {
+                        SqlBuilder::merge_set(rows, &columns, &table.shape)
+                            .map(|set| (set, rows, next))
+                    } else {
+                        // The next rows event (annotations between are
+                        // only for display).
+                        let following = txn.changes[next..]
+                            .iter()
+                            .position(|c| !matches!(c, Change::Annotation(_)))
+                            .map(|p| next + p);
+                        match following.map(|i| (i, &txn.changes[i])) {
+                            Some((i, Change::Rows(insert)))
+                                if !insert.foreign_key_checks_off()
+                                    && txn.table_of(insert).schema == info.schema
+                                    && txn.table_of(insert).table == info.table
+                                    && txn.table_of(insert).columns == info.columns =>
+                            {
+                                SqlBuilder::fuse_set(rows, insert, &columns, &table.shape)
+                                    .map(|set| (set, insert, i + 1))
+                            }
+                            _ => None,
+                        }
+                    };
+                    if let Some((set, change, after)) = merge {
+                        next = after; // past a fused INSERT
+                        if let Some(r) = run
+                            .as_mut()
+                            .filter(|r| Arc::ptr_eq(&r.table, &table) && r.columns == columns)
+                        {
+                            r.changes.push(change);
+                            r.txn = index;
+                            for c in set {
+                                if let Err(at) = r.set.binary_search(&c) {
+                                    r.set.insert(at, c);
+                                }
+                            }
+                            continue;
+                        }
+                        flush_run!();
+                        run = Some(Run {
+                            txn: index,
+                            table,
+                            columns,
+                            set,
+                            changes: vec![change],
+                        });
+                        continue;
+                    }
+                }
+                flush_run!();
                 if fk_off {
                     push(
                         &mut text,
@@ -887,6 +1119,7 @@ impl Channel {
                             txn: index,
                             statement: None,
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
@@ -911,6 +1144,7 @@ impl Channel {
                             txn: index,
                             statement: Some((statement, table.clone())),
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
@@ -924,14 +1158,13 @@ impl Channel {
                             txn: index,
                             statement: None,
                             restart: false,
+                            merged: false,
                         },
                     );
                 }
-                for (query, checks) in std::mem::take(&mut queries) {
-                    self.send_batch(todo, &query, &checks, &row).await?;
-                }
             }
         }
+        flush_run!();
         let last_index = todo.len() - 1;
         let (last, epoch) = todo[last_index];
         let params = match restart::update_params(&row, last.commit_timestamp) {
@@ -954,68 +1187,15 @@ impl Channel {
                 txn: last_index,
                 statement: None,
                 restart: true,
+                merged: false,
             },
         );
         queries.push((text, checks));
 
-        for (query, checks) in &queries {
-            self.send_batch(todo, query, checks, &row).await?;
-        }
+        send_queries!();
         // Every count checked: only now commit (a divergence must never
         // commit with the restart row).
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
-        Ok(())
-    }
-
-    /// Sends one multi-statement query of a batched block and checks each
-    /// reply's affected-row count against its [`Check`].
-    async fn send_batch(
-        &mut self,
-        todo: &[&(Arc<Transaction>, u64)],
-        query: &str,
-        checks: &[Check],
-        row: &RestartRow,
-    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        let mut affected = Vec::with_capacity(checks.len());
-        let outcome: Result<(), mysql_async::Error> = async {
-            let mut result = self.conn.query_iter(query).await?;
-            loop {
-                affected.push(result.affected_rows());
-                if result.is_empty() {
-                    break;
-                }
-                result.collect::<mysql_async::Row>().await?;
-            }
-            Ok(())
-        }
-        .await;
-        // Short counts first (they come before any later error).
-        for (check, &n) in checks.iter().zip(&affected) {
-            if let Some(e) =
-                self.check_affected(todo, check.txn, &check.statement, check.restart, n, row)
-            {
-                return Err((e, None));
-            }
-        }
-        if let Err(e) = outcome {
-            // The connection's state after an error inside a
-            // multi-statement reply is not trusted: start afresh (this
-            // also rolls the open transaction back).
-            if let Err(reconnect) = self.reconnect().await {
-                tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
-            }
-            // The server stopped at the statement after the last reply.
-            let check = checks
-                .get(affected.len())
-                .or(checks.last())
-                .expect("non-empty batch");
-            let (txn, epoch) = todo[check.txn];
-            let failed_sql = check
-                .statement
-                .as_ref()
-                .map_or_else(|| elide(query), |(s, _)| s.sql.to_string());
-            return Err((self.error_at(Some((txn, *epoch)), &failed_sql, &e), Some(e)));
-        }
         Ok(())
     }
 
@@ -1409,6 +1589,7 @@ impl Channel {
                     primary_key: (!pk.is_empty()).then_some(pk),
                 },
                 unsigned: vec![false; info.columns.len()],
+                merge_updates: false,
             }
         } else {
             let rows: Vec<(String, String)> = self
@@ -1444,8 +1625,41 @@ impl Channel {
                     columns: names,
                     primary_key: (!primary_key.is_empty()).then_some(primary_key),
                 },
+                merge_updates: false,
             }
         };
+        let mut table = table;
+        if table.shape.primary_key.is_some() {
+            let obstacles: Option<i64> = self
+                .conn
+                .exec_first(
+                    "SELECT (SELECT COUNT(*) FROM information_schema.STATISTICS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 \
+                       AND INDEX_NAME <> 'PRIMARY') \
+                     + (SELECT COUNT(*) FROM information_schema.TRIGGERS \
+                       WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?) \
+                     + (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE \
+                       WHERE (TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                              AND REFERENCED_TABLE_NAME IS NOT NULL) \
+                          OR (REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?)) \
+                     + (SELECT COUNT(*) FROM information_schema.COLUMNS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_GENERATED = 'ALWAYS')",
+                    (
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                    ),
+                )
+                .await?;
+            table.merge_updates = obstacles == Some(0);
+        }
         let table = Arc::new(table);
         self.shapes.insert(key, table.clone());
         Ok(table)

@@ -78,6 +78,7 @@ pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
     channel::replica_opts(
         &config.replica.host,
         config.replica.port,
+        config.replica.socket.as_deref(),
         &config.replica.user,
         config.replica.password.expose(),
     )
@@ -288,6 +289,7 @@ pub fn run(
             sql_log_bin: config.replica.sql_log_bin,
             preserve_origin: config.replica.preserve_origin,
             block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
+            block_commit_interval: Duration::from_millis(config.apply.block_commit_interval_ms),
             retry_max_attempts: config.apply.retry_max_attempts,
             retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
         };
@@ -430,15 +432,17 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
         ));
     };
     let setup = |e: crate::replica::ReplicaError| RunError::Setup(format!("takeover: {e}"));
-    let mut master = crate::replica::connect(&live.host, live.port, &live.user, &live.password)
-        .await
-        .map_err(setup)?;
+    let mut master =
+        crate::replica::connect(&live.host, live.port, None, &live.user, &live.password)
+            .await
+            .map_err(setup)?;
     let facts = crate::replica::check_master(&mut master)
         .await
         .map_err(setup)?;
     let mut replica = crate::replica::connect(
         &config.replica.host,
         config.replica.port,
+        config.replica.socket.as_deref(),
         &config.replica.user,
         &config.replica.password,
     )

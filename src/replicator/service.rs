@@ -773,6 +773,7 @@ impl ControlHandler for Service {
             let mut conn = crate::replica::connect(
                 &config.replica.host,
                 config.replica.port,
+                config.replica.socket.as_deref(),
                 &config.replica.user,
                 &config.replica.password,
             )

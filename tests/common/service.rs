@@ -60,6 +60,11 @@ pub struct ServiceSpec {
     pub sync_interval: u64,
     /// `retry_max_attempts`.
     pub retry_max_attempts: u32,
+    /// Apply through the target's Unix socket (`[replica] socket`)
+    /// instead of loopback TCP.
+    pub replica_socket: bool,
+    /// `block_commit_interval_ms`.
+    pub block_interval_ms: u64,
 }
 
 impl ServiceSpec {
@@ -80,6 +85,8 @@ impl ServiceSpec {
             block: 100,
             sync_interval: 50,
             retry_max_attempts: 10,
+            replica_socket: false,
+            block_interval_ms: 0,
         }
     }
 
@@ -115,6 +122,7 @@ start = "{start}"
 [replica]
 host = "{host}"
 port = {replica_port}
+{replica_socket}
 user = "{user}"
 password = "{password}"
 [queue]
@@ -122,6 +130,7 @@ dir = "{queue}"
 [apply]
 channels = {channels}
 block_commit_txns = {block}
+block_commit_interval_ms = {interval}
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
@@ -142,10 +151,19 @@ socket = "{socket}"
             queue = self.dir.join("queue").display(),
             channels = self.channels,
             block = self.block,
+            interval = self.block_interval_ms,
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),
             socket = self.dir.join("control.sock").display(),
+            replica_socket = if self.replica_socket {
+                format!(
+                    "socket = \"{}\"",
+                    sb.dir.join(TARGET.name()).join("mariadbd.sock").display()
+                )
+            } else {
+                String::new()
+            },
         )
     }
 
