@@ -35,7 +35,7 @@
 # Environment: CATCHUP_DIR (default /tmp/shardrep-catchup) holds the servers,
 # the golden datadir and the shardrep queues; CATCHUP_PORT (default 25306) is
 # the master's port, the replica uses CATCHUP_PORT+1; CATCHUP_RESULTS (default
-# bench/results/<timestamp>) the output; CATCHUP_CACHE_BUFFER_POOL (1G),
+# bench/results/catchup-<timestamp>) the output; CATCHUP_CACHE_BUFFER_POOL (1G),
 # CATCHUP_IO_BUFFER_POOL (64M), CATCHUP_MASTER_BUFFER_POOL (2G) the replica's
 # and master's innodb_buffer_pool_size; CATCHUP_SERVER_ID (25401) shardrep's
 # server id on the master.
@@ -58,6 +58,8 @@ while [ $# -gt 0 ]; do
         --quick) quick=1; shift; continue ;;
         --keep) keep=1; shift; continue ;;
         -h|--help) usage; exit 0 ;;
+        --schemas|--threads|--channels|--time|--table-size|--io-table-size|--tables|--data|--durability|--modes|--assign|--timeout|--stall|--bucket|--rotate-secs) ;;
+        *) echo "catchup: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     [ $# -ge 2 ] || { echo "catchup: $1 needs a value (see --help)" >&2; exit 2; }
     case "$1" in
@@ -101,7 +103,7 @@ for d in $data_list; do case "$d" in cache|io) ;; *) echo "catchup: --data takes
 for d in $durability_list; do case "$d" in 1|2) ;; *) echo "catchup: --durability takes 1 and/or 2, got '$d'" >&2; exit 2 ;; esac; done
 for m in $modes; do
     case "$m" in native|conservative|optimistic|shardrep|shardrep-noblock) ;;
-        *) echo "catchup: unknown mode '$m'" >&2; exit 2 ;; esac
+        *) echo "catchup: unknown mode '$m' (modes: native conservative optimistic shardrep shardrep-noblock, separated by spaces)" >&2; exit 2 ;; esac
 done
 case "$assign" in hash|even) ;; *) echo "catchup: --assign takes hash or even" >&2; exit 2 ;; esac
 
