@@ -21,6 +21,33 @@ use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, S
 
 const REPLICA: Server = TARGET;
 
+/// From the replica's general log (`log_output = 'TABLE'`): every statement
+/// the connection that inserted into `schema` ran, in order, with
+/// multi-statement queries split at their ";\n" joins.
+async fn channel_statements(replica: &mut mysql_async::Conn, schema: &str) -> Vec<String> {
+    let thread: u64 = replica
+        .exec_first(
+            "SELECT thread_id FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') \
+             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('%INSERT INTO `', ?, '`%') LIMIT 1",
+            (schema,),
+        )
+        .await
+        .unwrap()
+        .expect("the channel's INSERT is in the general log");
+    let entries: Vec<String> = replica
+        .exec(
+            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
+             WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
+            (thread,),
+        )
+        .await
+        .unwrap();
+    entries
+        .iter()
+        .flat_map(|e| e.split(";\n").map(str::to_string))
+        .collect()
+}
+
 static MASTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs `ddl` on the master without binlogging it, and on both replicas
@@ -160,31 +187,9 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         .await
         .unwrap();
     assert_eq!(report.dispatched, 1);
-    // The connection that wrote the test's table, and everything it ran
-    // around that transaction.
-    let thread: u64 = replica
-        .exec_first(
-            "SELECT thread_id FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') \
-             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('%INSERT INTO `', ?, '`%') LIMIT 1",
-            (schema.as_str(),),
-        )
-        .await
-        .unwrap()
-        .expect("the channel's INSERT is in the general log");
     // Row-only blocks go as one multi-statement query (statements joined
     // by ";\n"), then COMMIT once every reply is checked.
-    let entries: Vec<String> = replica
-        .exec(
-            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
-             WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
-            (thread,),
-        )
-        .await
-        .unwrap();
-    let log: Vec<String> = entries
-        .iter()
-        .flat_map(|e| e.split(";\n").map(str::to_string).collect::<Vec<_>>())
-        .collect();
+    let log = channel_statements(&mut replica, &schema).await;
     let begin = log
         .iter()
         .position(|s| s == "START TRANSACTION")
@@ -258,24 +263,7 @@ async fn a_trickling_source_is_committed_in_one_block_within_the_interval() {
         .query_drop("SET GLOBAL general_log = 0")
         .await
         .unwrap();
-    let thread: u64 = replica
-        .exec_first(
-            "SELECT thread_id FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') \
-             AND CONVERT(argument USING utf8mb4) LIKE CONCAT('%INSERT INTO `', ?, '`%') LIMIT 1",
-            (schema.as_str(),),
-        )
-        .await
-        .unwrap()
-        .expect("the channel's INSERT is in the general log");
-    let entries: Vec<String> = replica
-        .exec(
-            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log \
-             WHERE thread_id = ? AND command_type IN ('Query', 'Execute') ORDER BY event_time",
-            (thread,),
-        )
-        .await
-        .unwrap();
-    let log: Vec<&str> = entries.iter().flat_map(|e| e.split(";\n")).collect();
+    let log = channel_statements(&mut replica, &schema).await;
     let insert = format!("INSERT INTO `{schema}`.`t`");
     let at: Vec<usize> = log
         .iter()

@@ -475,25 +475,7 @@ impl SqlBuilder {
             rows,
         };
         self.cached(key, || {
-            let mut sql = format!("INSERT INTO {} (", qualified(shape));
-            for (i, &c) in listed.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&quote_ident(&shape.columns[c as usize]));
-            }
-            sql.push_str(") VALUES ");
-            let mut row = String::from("(");
-            for i in 0..listed.len() {
-                row.push_str(if i == 0 { "?" } else { ", ?" });
-            }
-            row.push(')');
-            for r in 0..rows {
-                if r > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&row);
-            }
+            let mut sql = insert_values_text(shape, listed, rows);
             sql.push_str(" ON DUPLICATE KEY UPDATE ");
             for (i, &c) in set.iter().enumerate() {
                 if i > 0 {
@@ -523,28 +505,7 @@ impl SqlBuilder {
             by_key: false,
             rows,
         };
-        self.cached(key, || {
-            let mut sql = format!("INSERT INTO {} (", qualified(shape));
-            for (i, &c) in set.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&quote_ident(&shape.columns[c as usize]));
-            }
-            sql.push_str(") VALUES ");
-            let mut row = String::from("(");
-            for i in 0..set.len() {
-                row.push_str(if i == 0 { "?" } else { ", ?" });
-            }
-            row.push(')');
-            for r in 0..rows {
-                if r > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&row);
-            }
-            sql
-        })
+        self.cached(key, || insert_values_text(shape, set, rows))
     }
 
     fn update_text(
@@ -592,6 +553,22 @@ impl SqlBuilder {
             sql
         })
     }
+}
+
+/// `INSERT INTO schema.table (columns) VALUES (?, …), …`: `rows` rows of
+/// one placeholder per column of `columns`.
+fn insert_values_text(shape: &TableShape, columns: &[u16], rows: usize) -> String {
+    let mut sql = format!("INSERT INTO {} (", qualified(shape));
+    for (i, &c) in columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&quote_ident(&shape.columns[c as usize]));
+    }
+    sql.push_str(") VALUES ");
+    let row = format!("({})", vec!["?"; columns.len()].join(", "));
+    sql.push_str(&vec![row; rows].join(", "));
+    sql
 }
 
 fn qualified(shape: &TableShape) -> String {
