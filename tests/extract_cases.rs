@@ -26,7 +26,9 @@ use shardrep::inspect::{fsp_of, value_text};
 use shardrep::position::{BinlogPosition, GtidPos, Seqno};
 
 use common::service::{case_sql, replace_word, server_id};
-use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
+use common::{
+    quote_ident, sandbox, unique_schema, wait_binlog_checkpoint_settled, Sandbox, Server,
+};
 
 static MASTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -101,8 +103,10 @@ async fn extract_range(
     out
 }
 
-/// Master position now.
+/// Master position now, once the binlog checkpoint has settled (see
+/// [`wait_binlog_checkpoint_settled`]).
 async fn position(sb: &Sandbox) -> (BinlogPosition, GtidPos) {
+    wait_binlog_checkpoint_settled(&mut sb.connect(Server::Master).await).await;
     master_status(&live_options(sb))
         .await
         .expect("master status")

@@ -18,7 +18,9 @@ use shardrep::extractor::live::{is_artificial, master_status, LiveOptions, LiveS
 use shardrep::extractor::{EventHeader, EventSource, ExtractError, RawEvent};
 use shardrep::position::{BinlogPosition, GtidPos};
 
-use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
+use common::{
+    quote_ident, sandbox, unique_schema, wait_binlog_checkpoint_settled, Sandbox, Server,
+};
 
 const ROTATE: u8 = 4;
 const FORMAT_DESCRIPTION: u8 = 15;
@@ -65,6 +67,7 @@ fn crc_ok(bytes: &[u8]) -> bool {
 }
 
 async fn status(sb: &Sandbox) -> (BinlogPosition, GtidPos) {
+    wait_binlog_checkpoint_settled(&mut sb.connect(Server::Master).await).await;
     master_status(&live_options(sb))
         .await
         .expect("master status")

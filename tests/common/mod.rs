@@ -201,6 +201,62 @@ where
     }
 }
 
+/// Waits until the master's current binlog file holds its final
+/// `Binlog_checkpoint` event, so that `SHOW MASTER STATUS` stops moving
+/// while nothing is written.
+///
+/// After a rotation (FLUSH BINARY LOGS, a change of `binlog_checksum`,
+/// `max_binlog_size`) MariaDB writes a Binlog_checkpoint event into the new
+/// file from its binlog background thread once the storage engines have
+/// made the older files' transactions durable (MariaDB KB
+/// "Binlog_checkpoint_log_event"; mysql-test's `wait_for_purge.inc` calls
+/// them "async binlog checkpoints"). That can be a second after the
+/// statement returned, so an end position read too early lies before it and
+/// one read late lies after the last transaction. Settled: the file's last
+/// checkpoint names the file itself. Panics after 30 s.
+pub async fn wait_binlog_checkpoint_settled(master: &mut Conn) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let file: String = master
+            .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
+            .await
+            .expect("SHOW MASTER STATUS")
+            .and_then(|row| row.get(0))
+            .expect("the master logs binlogs");
+        let events: Vec<(String, String)> = master
+            .query_map(
+                format!(
+                    "SHOW BINLOG EVENTS IN '{}'",
+                    file.replace('\\', "\\\\").replace('\'', "''")
+                ),
+                |row: mysql_async::Row| {
+                    (
+                        row.get::<String, _>("Event_type").unwrap_or_default(),
+                        String::from_utf8_lossy(&row.get::<Vec<u8>, _>("Info").unwrap_or_default())
+                            .into_owned(),
+                    )
+                },
+            )
+            .await
+            .expect("SHOW BINLOG EVENTS");
+        let last_checkpoint = events
+            .iter()
+            .rev()
+            .find(|(kind, _)| kind == "Binlog_checkpoint")
+            .map(|(_, info)| info.trim().to_string());
+        // No checkpoint at all: a binlog format without them; nothing to wait for.
+        if last_checkpoint.as_deref().is_none_or(|named| named == file) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the master's binlog {file} still has no Binlog_checkpoint naming itself after 30 s \
+             (last names {last_checkpoint:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until `replica` has executed everything the master has binlogged
 /// so far (`MASTER_GTID_WAIT` on the master's `gtid_binlog_pos`).
 pub async fn wait_replica_caught_up(sandbox: &Sandbox, replica: Server, timeout: Duration) {
