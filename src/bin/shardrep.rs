@@ -153,7 +153,8 @@ fn init_logging() {
 
 fn main() -> anyhow::Result<()> {
     // Before any thread: see shardrep::memory.
-    shardrep::memory::limit_malloc_arenas();
+    shardrep::memory::tune_malloc();
+    shardrep::memory::cap_client_buffer_pool();
     let cli = Cli::parse();
     init_logging();
     match cli.command {
