@@ -49,7 +49,8 @@ enum Command {
         #[arg(long, conflicts_with = "until_idle")]
         offline: bool,
     },
-    /// Load and validate a configuration file; print every problem found.
+    /// Load and validate a configuration file, and the shard map and shard
+    /// list files it names; print every problem found.
     CheckConfig {
         /// Path of the TOML configuration (e.g. conf/shardrep.toml).
         #[arg(long, short = 'c')]
@@ -166,6 +167,13 @@ fn main() -> anyhow::Result<()> {
         } => run_service(config, until_idle, skip_seqno, offline),
         Command::CheckConfig { config } => {
             let cfg = Config::load(&config)?;
+            // The files the service reads at start, parsed as it will.
+            if let Some(map) = &cfg.shard_filter.map_file {
+                shardrep::shard::ShardMap::load(map)
+                    .with_context(|| format!("{}: shard_filter.map_file", config.display()))?;
+            }
+            shardrep::shard::ChannelAssignment::from_config(&cfg.apply)
+                .with_context(|| format!("{}: apply.shard_list", config.display()))?;
             println!(
                 "{}: configuration of service '{}' is valid",
                 config.display(),

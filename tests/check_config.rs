@@ -1,0 +1,104 @@
+//! `shardrep check-config`: besides the TOML itself, the shard map and the
+//! shard list the configuration names are read and parsed as `shardrep run`
+//! will, so a missing file or a bad line is found before the service starts.
+//! No server is needed.
+
+#[path = "queue_support/mod.rs"]
+mod queue_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use queue_support::TempDir;
+
+/// A complete configuration whose `[apply]` and `[shard_filter]` sections
+/// get `apply_extra` and `filter_extra`.
+fn config_text(dir: &Path, apply_extra: &str, filter_extra: &str) -> String {
+    format!(
+        r#"[service]
+name = "checkcfg"
+[source]
+kind = "live"
+host = "127.0.0.1"
+port = 3306
+user = "shardrep"
+password = "not-shown"
+server_id = 4242
+start = "mariadb-bin.000001:4"
+[replica]
+host = "127.0.0.1"
+port = 3307
+user = "shardrep"
+password = "not-shown"
+[queue]
+dir = "{queue}"
+[apply]
+channels = 4
+{apply_extra}
+[shard_filter]
+unknown_shard_policy = "accept"
+{filter_extra}
+[control]
+socket = "{socket}"
+"#,
+        queue = dir.join("queue").display(),
+        socket = dir.join("control.sock").display(),
+    )
+}
+
+fn check(dir: &Path, text: &str) -> Output {
+    let path = dir.join("shardrep.toml");
+    std::fs::write(&path, text).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_shardrep"))
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run shardrep")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn valid_files_pass_and_missing_or_bad_ones_are_named() {
+    let tmp = TempDir::new("check-config");
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir).unwrap();
+    let map = dir.join("shard.map");
+    let list = dir.join("shard.list");
+    std::fs::write(&map, "shard_id master critical\nacme checkcfg false\n").unwrap();
+    std::fs::write(&list, "acme=1\n(*)=2\n").unwrap();
+    let apply = format!("shard_list = \"{}\"", list.display());
+    let filter = format!("map_file = \"{}\"", map.display());
+
+    let out = check(dir, &config_text(dir, &apply, &filter));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("configuration of service 'checkcfg' is valid"));
+
+    // A shard map that is not there.
+    let missing = dir.join("no-such.map");
+    let out = check(
+        dir,
+        &config_text(
+            dir,
+            &apply,
+            &format!("map_file = \"{}\"", missing.display()),
+        ),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("shard_filter.map_file"), "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+
+    // A shard list naming a channel the configuration does not have.
+    std::fs::write(&list, "acme=1\nbeta=9\n").unwrap();
+    let out = check(dir, &config_text(dir, &apply, &filter));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("apply.shard_list"), "{err}");
+    assert!(err.contains(&list.display().to_string()), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+    assert!(!err.contains("not-shown"), "the password stays out: {err}");
+}
