@@ -9,12 +9,18 @@ use std::process::{Command, Output};
 
 use queue_support::{cut_closing_rotate, TempDir};
 
-fn shardrep(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_shardrep"))
+/// Runs the binary and returns what it printed, whatever its exit status.
+fn shardrep_status(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shardrep"))
         .args(args)
         .env_remove("RUST_BACKTRACE")
         .output()
-        .expect("run shardrep");
+        .expect("run shardrep")
+}
+
+/// Runs the binary; it must succeed.
+fn shardrep(args: &[&str]) -> Output {
+    let out = shardrep_status(args);
     assert!(
         out.status.success(),
         "shardrep {args:?} failed:\n{}",
@@ -90,6 +96,29 @@ fn extract_to_queue_resumes_and_log_commands_print_it() {
     ]));
     assert_eq!(range.matches("SEQ# = ").count(), 3, "{range}");
     assert!(range.starts_with("SEQ# = 2\n"), "{range}");
+    // A seqno the queue does not hold is an error naming what it holds; a
+    // range past the end prints nothing and says so.
+    let last = expected.len() - 1;
+    let past = (last + 1).to_string();
+    let missing = shardrep_status(&["log", "list", "--queue", q, "--seqno", &past]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains(&format!(
+            "seqno {past} is not in queue {q}: it holds seqnos 0 to {last}"
+        )),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    let beyond = shardrep(&["log", "list", "--queue", q, "--low", &past]);
+    assert_eq!(beyond.status.code(), Some(0));
+    assert!(beyond.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&beyond.stderr).contains(&format!(
+            "holds no transaction from {past} to {past}: it holds seqnos 0 to {last}"
+        )),
+        "{}",
+        String::from_utf8_lossy(&beyond.stderr)
+    );
 
     let info: serde_json::Value =
         serde_json::from_str(&text(&shardrep(&["log", "info", "--queue", q, "--json"]))).unwrap();

@@ -456,12 +456,28 @@ fn log_list(
         return Ok(());
     };
     let (low, high) = match seqno {
+        Some(n) if n < min.get() || n > max.get() => bail!(
+            "seqno {n} is not in queue {}: it holds seqnos {min} to {max}",
+            dir.display()
+        ),
         Some(n) => (n, n),
-        None => (low.unwrap_or(min.get()), high.unwrap_or(max.get())),
+        None => {
+            let low = low.unwrap_or(min.get());
+            (low, high.unwrap_or(max.get().max(low)))
+        }
     };
     if low > high {
         bail!("--low {low} is above --high {high}");
     }
+    if high < min.get() || low > max.get() {
+        eprintln!(
+            "queue {} holds no transaction from {low} to {high}: it holds seqnos {min} to {max}",
+            dir.display()
+        );
+        return Ok(());
+    }
+    // Purged seqnos below the lowest stored one are not listed.
+    let low = low.max(min.get());
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if low <= max.get() {
