@@ -662,6 +662,7 @@ async fn definite_errors_bad_password_and_missing_binlog() {
             err,
             ExtractError::Master {
                 transient: false,
+                code: Some(1045),
                 ..
             }
         ),
@@ -687,6 +688,7 @@ async fn definite_errors_bad_password_and_missing_binlog() {
             err,
             ExtractError::Master {
                 transient: false,
+                code: Some(1236),
                 ..
             }
         ),

@@ -155,6 +155,40 @@ async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, sch
     spec.remove(sb).await;
 }
 
+// The replica refuses the service's password: the service goes
+// OFFLINE:ERROR at start with the server's code (1045) in pendingErrorCode,
+// and neither status nor the log shows the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_replica_login_is_offline_error_with_its_code() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let start = master_position(sb).await;
+    let mut spec = ServiceSpec::new("badpw", &[unique_schema("badpw")], &start);
+    let wrong = "wrong-replica-password-8123";
+    spec.replica_password = Some(wrong.to_string());
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1045, "{s}");
+    let error = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "cannot connect to the replica {}:{}",
+            sb.host,
+            sb.port(TARGET)
+        )),
+        "{s}"
+    );
+    assert!(error.contains("Access denied"), "{s}");
+    let (_, text, _) = ctl(&spec, &["status"]);
+    for shown in [s.to_string(), text, process.log_text()] {
+        assert!(!shown.contains(wrong), "the password is shown: {shown}");
+    }
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+}
+
 // status (text and JSON, offline and online), services, online, wait
 // --state / --applied (and their time-outs), status --name
 // channels|shards|queue, log list --seqno / --low --high, log info, and a

@@ -327,20 +327,29 @@ impl LiveSource {
     }
 
     fn error(&self, message: String, transient: bool) -> ExtractError {
+        self.error_with_code(message, None, transient)
+    }
+
+    fn error_with_code(&self, message: String, code: Option<u16>, transient: bool) -> ExtractError {
         ExtractError::Master {
             address: self.options.address(),
             message,
+            code,
             transient,
         }
     }
 
     fn fail(&mut self, e: WireError, context: &str) -> ExtractError {
         let (message, transient) = e.describe();
+        let code = match &e {
+            WireError::Server { code, .. } => Some(*code),
+            _ => None,
+        };
         let message = format!("{context}: {message}");
         tracing::warn!(master = %self.options.address(), transient, "binlog stream: {message}");
         self.wire = None;
         self.failed = Some((message.clone(), transient));
-        self.error(message, transient)
+        self.error_with_code(message, code, transient)
     }
 
     async fn ensure_connected(&mut self) -> Result<(), ExtractError> {
@@ -541,9 +550,10 @@ pub async fn master_status(
     options: &LiveOptions,
 ) -> Result<(BinlogPosition, GtidPos), ExtractError> {
     let address = options.address();
-    let err = |message: String, transient: bool| ExtractError::Master {
+    let err = |message: String, transient: bool, code: Option<u16>| ExtractError::Master {
         address: address.clone(),
         message,
+        code,
         transient,
     };
     let connect = mysql_async::Conn::new(options.mysql_opts());
@@ -551,9 +561,9 @@ pub async fn master_status(
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
             let (m, t) = describe_mysql_error(&e);
-            return Err(err(format!("cannot connect: {m}"), t));
+            return Err(err(format!("cannot connect: {m}"), t, server_code(&e)));
         }
-        Err(_) => return Err(err("cannot connect: timed out".to_owned(), true)),
+        Err(_) => return Err(err("cannot connect: timed out".to_owned(), true, None)),
     };
     let result = async {
         for _ in 0..20 {
@@ -596,10 +606,10 @@ pub async fn master_status(
     let _ = conn.disconnect().await;
     match result {
         Ok(Ok(status)) => Ok(status),
-        Ok(Err((m, t))) => Err(err(m, t)),
+        Ok(Err((m, t))) => Err(err(m, t, None)),
         Err(e) => {
             let (m, t) = describe_mysql_error(&e);
-            Err(err(m, t))
+            Err(err(m, t, server_code(&e)))
         }
     }
 }
@@ -615,6 +625,14 @@ async fn gtid_binlog_pos(
         Ok(v) => Ok(v),
         Err(mysql_async::Error::Server(e)) if e.code == ER_UNKNOWN_SYSTEM_VARIABLE => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// The server's error code of a client error, when the server sent one.
+fn server_code(e: &mysql_async::Error) -> Option<u16> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.code),
+        _ => None,
     }
 }
 

@@ -310,6 +310,9 @@ pub enum ExtractError {
         address: String,
         /// The error, with the server's code when it sent one.
         message: String,
+        /// The server's error code (e.g. 1045 access denied), when the
+        /// master sent an error packet.
+        code: Option<u16>,
         /// Whether retrying (reconnecting) may help.
         transient: bool,
     },

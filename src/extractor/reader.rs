@@ -232,6 +232,7 @@ impl Extractor {
                     address,
                     message,
                     transient: true,
+                    ..
                 }) if self.live.is_some() && self.follow => {
                     let resume = if self.progressed {
                         ExtractStart::File(self.reader.assembler().resume_position().clone())

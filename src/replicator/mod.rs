@@ -57,9 +57,16 @@ pub struct RunReport {
 /// Errors of a run: what failed, with the part's own message.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Configuration files (shard map, shard list) could not be loaded.
-    #[error("{0}")]
-    Setup(String),
+    /// The run could not start: configuration files (shard map, shard
+    /// list) could not be loaded, the replica refused the connection, the
+    /// restart table or shard store could not be prepared.
+    #[error("{message}")]
+    Setup {
+        /// What failed, one line.
+        message: String,
+        /// The server's error code (e.g. 1045), when a server sent one.
+        code: Option<u16>,
+    },
     /// The queue failed.
     #[error("{0}")]
     Queue(#[from] crate::queue::QueueError),
@@ -67,11 +74,75 @@ pub enum RunError {
     #[error("{0}")]
     Restart(#[from] restart::RestartError),
     /// The extractor stopped on an error.
-    #[error("extractor: {0}")]
-    Extract(String),
+    #[error("extractor: {message}")]
+    Extract {
+        /// What failed, one line (binlog position or master address).
+        message: String,
+        /// The master's error code, when it sent one.
+        code: Option<u16>,
+    },
     /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
     #[error("{0}")]
     Apply(#[from] scheduler::SchedulerError),
+}
+
+impl RunError {
+    /// A [`RunError::Setup`] without a server code.
+    pub fn setup(message: impl Into<String>) -> RunError {
+        RunError::Setup {
+            message: message.into(),
+            code: None,
+        }
+    }
+
+    /// A [`RunError::Setup`] for a client error `e`, with its server code.
+    fn setup_client(message: String, e: &mysql_async::Error) -> RunError {
+        RunError::Setup {
+            message,
+            code: match e {
+                mysql_async::Error::Server(s) => Some(s.code),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Why the extractor thread stopped: the message and, when the master sent
+/// an error packet, its code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtractFailure {
+    /// What failed, one line.
+    pub message: String,
+    /// The master's error code.
+    pub code: Option<u16>,
+}
+
+impl From<String> for ExtractFailure {
+    fn from(message: String) -> Self {
+        ExtractFailure {
+            message,
+            code: None,
+        }
+    }
+}
+
+impl From<&str> for ExtractFailure {
+    fn from(message: &str) -> Self {
+        ExtractFailure::from(message.to_string())
+    }
+}
+
+impl From<crate::extractor::ExtractError> for ExtractFailure {
+    fn from(e: crate::extractor::ExtractError) -> Self {
+        let code = match &e {
+            crate::extractor::ExtractError::Master { code, .. } => *code,
+            _ => None,
+        };
+        ExtractFailure {
+            message: e.to_string(),
+            code,
+        }
+    }
 }
 
 pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
@@ -142,25 +213,28 @@ pub fn run(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| RunError::Setup(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let file_map = match &config.shard_filter.map_file {
-        Some(path) => Some(ShardMap::load(path).map_err(|e| RunError::Setup(e.to_string()))?),
+        Some(path) => Some(ShardMap::load(path).map_err(|e| RunError::setup(e.to_string()))?),
         None => None,
     };
     let (rows, map) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
-                RunError::Setup(format!(
-                    "cannot connect to the replica {}:{}: {e}",
-                    config.replica.host, config.replica.port
-                ))
+                RunError::setup_client(
+                    format!(
+                        "cannot connect to the replica {}:{}: {e}",
+                        config.replica.host, config.replica.port
+                    ),
+                    &e,
+                )
             })?;
         let rows = restart::prepare(&mut conn, &catalog, channels).await?;
         // The stored map is the service's; map_file seeds it at first start.
         let map = store::load_or_init(&mut conn, &catalog, file_map.as_ref())
             .await
-            .map_err(|e| RunError::Setup(e.to_string()))?;
+            .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
         Ok::<_, RunError>((rows, map))
     })?;
@@ -174,7 +248,7 @@ pub fn run(
                 .find(|r| r.seqno == Some(applied))
                 .expect("the minimum is a row's");
             let all_equal = rows.iter().all(|r| r.seqno == Some(applied));
-            return Err(RunError::Setup(format!(
+            return Err(RunError::setup(format!(
                 "the queue {} is empty, but the replica's restart rows ({catalog}.{}) show \
                  channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
                  was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
@@ -208,7 +282,7 @@ pub fn run(
         );
         let start = point
             .position()
-            .map_err(|e| RunError::Setup(e.to_string()))?;
+            .map_err(|e| RunError::setup(e.to_string()))?;
         let gtid = point.gtid_slave_pos.clone();
         if let Some(o) = &options.observer {
             *o.takeover.lock().expect("observer") = Some(point);
@@ -234,7 +308,7 @@ pub fn run(
 
     let filter = ShardFilter::from_config(config, map);
     let assignment = ChannelAssignment::from_config(&config.apply)
-        .map_err(|e| RunError::Setup(e.to_string()))?;
+        .map_err(|e| RunError::setup(e.to_string()))?;
     let mut router = ShardRouter {
         filter,
         assignment,
@@ -264,12 +338,12 @@ pub fn run(
                     stop_when_idle,
                     initial_start,
                 );
-                if let Err(message) = &result {
-                    *extract_failed.lock().expect("extract error") = Some(message.clone());
+                if let Err(failure) = &result {
+                    *extract_failed.lock().expect("extract error") = Some(failure.message.clone());
                 }
                 result
             })
-            .map_err(|e| RunError::Setup(format!("cannot start the extractor thread: {e}")))?
+            .map_err(|e| RunError::setup(format!("cannot start the extractor thread: {e}")))?
     };
 
     // Channels.
@@ -295,7 +369,7 @@ pub fn run(
         };
         handles.push(
             channel::spawn(settings, rx, progress.clone())
-                .map_err(|e| RunError::Setup(format!("cannot start channel {id}: {e}")))?,
+                .map_err(|e| RunError::setup(format!("cannot start channel {id}: {e}")))?,
         );
         senders.push(tx);
     }
@@ -395,14 +469,16 @@ pub fn run(
         )));
     }
     outcome?;
-    if let Err(message) = extract_result {
-        return Err(RunError::Extract(message));
+    if let Err(ExtractFailure { message, code }) = extract_result {
+        return Err(RunError::Extract { message, code });
     }
     queue.flush()?;
     let restart_rows = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
-            .map_err(|e| RunError::Setup(format!("cannot connect to the replica: {e}")))?;
+            .map_err(|e| {
+                RunError::setup_client(format!("cannot connect to the replica: {e}"), &e)
+            })?;
         let rows = restart::read(&mut conn, &catalog).await?;
         let _ = conn.disconnect().await;
         Ok::<_, RunError>(rows)
@@ -424,14 +500,13 @@ pub fn run(
 async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, RunError> {
     use crate::config::SourceEndpoint;
     let SourceEndpoint::Live(live) = &config.source.endpoint else {
-        return Err(RunError::Setup(
+        return Err(RunError::setup(
             "source.start = \"takeover\" needs a live source (kind = \"live\"): \
              a binlog directory has no master to take over from; set source.start \
-             to FILE:POS or gtid:..."
-                .into(),
+             to FILE:POS or gtid:...",
         ));
     };
-    let setup = |e: crate::replica::ReplicaError| RunError::Setup(format!("takeover: {e}"));
+    let setup = |e: crate::replica::ReplicaError| RunError::setup(format!("takeover: {e}"));
     let mut master =
         crate::replica::connect(&live.host, live.port, None, &live.user, &live.password)
             .await
@@ -470,11 +545,11 @@ fn extract_loop(
     idle: &AtomicBool,
     stop_when_idle: bool,
     initial_start: Option<(ExtractStart, crate::position::GtidPos)>,
-) -> Result<(), String> {
+) -> Result<(), ExtractFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ExtractFailure::from(e.to_string()))?;
     runtime.block_on(async {
         let next_seqno = queue.next_seqno();
         let mut start_gtid = None;
@@ -484,15 +559,12 @@ fn extract_loop(
                 start_gtid = Some(gtid);
                 start
             }
-            (None, None) => resolve_start(&config.source.endpoint, &config.source.start)
-                .await
-                .map_err(|e| e.to_string())?,
+            (None, None) => resolve_start(&config.source.endpoint, &config.source.start).await?,
         };
         let epoch = Epoch(next_seqno.get());
         tracing::info!(start = ?start, next_seqno = next_seqno.get(), "extractor starting");
         let mut extractor =
-            Extractor::open(&config.source.endpoint, start, next_seqno, !stop_when_idle)
-                .map_err(|e| e.to_string())?;
+            Extractor::open(&config.source.endpoint, start, next_seqno, !stop_when_idle)?;
         if let Some(p) = queue.last_progress() {
             // Keep the GTID position across restarts.
             extractor.set_gtid_position(p.gtid_position.clone());
@@ -509,7 +581,7 @@ fn extract_loop(
                     .await;
             let txn = match next {
                 Err(_) => continue, // nothing within the timeout: check the stop flag
-                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(e.into()),
                 Ok(Ok(None)) => {
                     idle.store(true, Ordering::Release);
                     return Ok(());
@@ -522,7 +594,9 @@ fn extract_loop(
                 position: txn.end_position.clone(),
                 gtid_position: extractor.assembler().gtid_position().clone(),
             };
-            queue.append(&txn, &progress).map_err(|e| e.to_string())?;
+            queue
+                .append(&txn, &progress)
+                .map_err(|e| ExtractFailure::from(e.to_string()))?;
         }
     })
 }

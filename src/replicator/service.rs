@@ -320,7 +320,7 @@ impl Service {
                 // A run that failed before applying (setup) leaves the
                 // restart rows as they were; any other may have stopped
                 // channels at different seqnos.
-                if !matches!(error, RunError::Setup(_)) {
+                if !matches!(error, RunError::Setup { .. }) {
                     inner.unclean = Some(format!("the last run stopped on an error: {error}"));
                 }
                 let _ = inner.machine.apply(Event::Fail(pending));
@@ -513,6 +513,16 @@ fn pending_error(error: &RunError) -> PendingError {
             p.seqno = Some(seqno.get());
             p.shard = Some(shard.clone());
             p.event_id = Some(event_id.clone());
+            p
+        }
+        RunError::Setup {
+            code: Some(code), ..
+        }
+        | RunError::Extract {
+            code: Some(code), ..
+        } => {
+            let mut p = PendingError::new(error.to_string());
+            p.code = Some(u32::from(*code));
             p
         }
         other => PendingError::new(other.to_string()),

@@ -65,6 +65,8 @@ pub struct ServiceSpec {
     pub replica_socket: bool,
     /// `block_commit_interval_ms`.
     pub block_interval_ms: u64,
+    /// The replica's password, when not the sandbox's (a wrong one).
+    pub replica_password: Option<String>,
 }
 
 impl ServiceSpec {
@@ -87,6 +89,7 @@ impl ServiceSpec {
             retry_max_attempts: 10,
             replica_socket: false,
             block_interval_ms: 0,
+            replica_password: None,
         }
     }
 
@@ -124,7 +127,7 @@ host = "{host}"
 port = {replica_port}
 {replica_socket}
 user = "{user}"
-password = "{password}"
+password = "{replica_password}"
 [queue]
 dir = "{queue}"
 [apply]
@@ -146,6 +149,7 @@ socket = "{socket}"
             replica_port = sb.port(TARGET),
             user = sb.user,
             password = sb.password,
+            replica_password = self.replica_password.as_deref().unwrap_or(&sb.password),
             server_id = server_id(),
             start = self.start,
             queue = self.dir.join("queue").display(),
