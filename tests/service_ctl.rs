@@ -310,6 +310,12 @@ async fn status_services_online_wait_log_and_clean_offline() {
             "{c}"
         );
     }
+    // Every transaction was committed once, by one channel.
+    let committed: u64 = channels
+        .iter()
+        .map(|c| c["appliedCount"].as_u64().unwrap())
+        .sum();
+    assert_eq!(committed, 14, "{channels:?}");
     let text = ctl_ok(&spec, &["status", "--name", "channels"]);
     assert_eq!(
         text.split("\n\n").count(),
@@ -331,6 +337,25 @@ async fn status_services_online_wait_log_and_clean_offline() {
     for shard in shards.as_array().unwrap() {
         assert_eq!(shard["critical"], false, "{shard}");
         assert!(shard["channel"].as_u64().unwrap() < 4, "{shard}");
+        // a's 7 transactions came first, then b's.
+        assert_eq!(shard["eventCount"], 7, "{shard}");
+        let shard_last = if shard["shardId"] == a.as_str() {
+            first + 6
+        } else {
+            last
+        };
+        assert_eq!(
+            shard["appliedLastSeqno"].as_u64(),
+            Some(shard_last),
+            "{shard}"
+        );
+        assert!(shard["appliedLatency"].as_f64().is_some(), "{shard}");
+        if shard_last == last {
+            assert_eq!(
+                shard["appliedLastEventId"], applied["appliedLastEventId"],
+                "{shard}"
+            );
+        }
     }
 
     // status --name queue and log info: the same summary.

@@ -149,6 +149,20 @@ pub struct ApplyError {
 /// seconds (replica commit time minus master commit time).
 pub type AppliedMarker = (Arc<Marker>, f64);
 
+/// What the channels applied of one shard in this run (`status --name
+/// shards`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardApplied {
+    /// The seqno of its last committed transaction.
+    pub seqno: Seqno,
+    /// That transaction's binlog position (`file:pos`).
+    pub event_id: String,
+    /// Seconds from its master commit to its replica commit.
+    pub latency: f64,
+    /// Transactions of the shard committed in this run.
+    pub count: u64,
+}
+
 /// Progress shared by the channels and the scheduler: each channel's last
 /// committed seqno (-1: none), the first definite error, and a condition
 /// variable signalled on every change.
@@ -164,6 +178,10 @@ pub struct Progress {
     /// Each channel's last committed position (block or marker) and its
     /// applied latency (replica commit time minus master commit time, s).
     markers: Mutex<Vec<Option<AppliedMarker>>>,
+    /// Transactions each channel committed in this run.
+    applied: Vec<AtomicU64>,
+    /// Per shard: its last committed transaction and count in this run.
+    shards: Mutex<HashMap<String, ShardApplied>>,
     /// Bytes of transactions handed to channels and not yet committed,
     /// and the most allowed.
     in_flight: Mutex<u64>,
@@ -186,6 +204,8 @@ impl Progress {
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             markers: Mutex::new(vec![None; start.len()]),
+            applied: start.iter().map(|_| AtomicU64::new(0)).collect(),
+            shards: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(0),
             in_flight_max: u64::MAX,
             in_flight_changed: Condvar::new(),
@@ -265,6 +285,71 @@ impl Progress {
             .map_or(0.0, |d| d.as_secs_f64());
         let latency = (now - f64::from(marker.extract_time)).max(0.0);
         self.markers.lock().expect("markers lock")[channel] = Some((marker, latency));
+    }
+
+    /// Transactions channel `channel` committed in this run.
+    pub fn applied_count(&self, channel: usize) -> u64 {
+        self.applied[channel].load(Ordering::Relaxed)
+    }
+
+    /// What was committed of shard `shard` in this run (`None`: nothing).
+    pub fn shard_applied(&self, shard: &str) -> Option<ShardApplied> {
+        self.shards.lock().expect("shards lock").get(shard).cloned()
+    }
+
+    /// Counts the transactions of `block` above `before` (those the
+    /// channel just committed; lower ones were committed in an earlier run
+    /// and skipped) for channel `channel` and their shards.
+    fn record_applied(
+        &self,
+        channel: usize,
+        block: &[(Arc<Transaction>, u64)],
+        before: Option<Seqno>,
+    ) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let fresh = |t: &Transaction| before.is_none_or(|b| t.seqno > b);
+        let mut count = 0;
+        // Per shard of the block: how many, and its last transaction.
+        let mut per_shard: Vec<(&str, u64, &Transaction)> = Vec::new();
+        for (txn, _) in block.iter().filter(|(t, _)| fresh(t)) {
+            count += 1;
+            match per_shard.iter_mut().find(|(s, _, _)| *s == txn.shard) {
+                Some(entry) => {
+                    entry.1 += 1;
+                    entry.2 = txn;
+                }
+                None => per_shard.push((&txn.shard, 1, txn)),
+            }
+        }
+        self.applied[channel].fetch_add(count, Ordering::Relaxed);
+        let mut shards = self.shards.lock().expect("shards lock");
+        for (shard, n, last) in per_shard {
+            let latency = (now - f64::from(last.commit_timestamp)).max(0.0);
+            let event_id = last.end_position.to_string();
+            match shards.get_mut(shard) {
+                Some(entry) => {
+                    if last.seqno > entry.seqno {
+                        entry.seqno = last.seqno;
+                        entry.event_id = event_id;
+                        entry.latency = latency;
+                    }
+                    entry.count += n;
+                }
+                None => {
+                    shards.insert(
+                        shard.to_string(),
+                        ShardApplied {
+                            seqno: last.seqno,
+                            event_id,
+                            latency,
+                            count: n,
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Transient errors retried so far (blocks rolled back and run again).
@@ -550,6 +635,7 @@ async fn run(
                 }
                 let before = channel.committed;
                 channel.apply_block(&block, &last_marker).await?;
+                progress.record_applied(index, &block, before);
                 drop(block);
                 progress.release_memory(block_bytes);
                 if channel.committed != before {

@@ -629,6 +629,11 @@ impl ControlHandler for Service {
                 .as_ref()
                 .cloned()
         });
+        let applied_count = |c: u16| {
+            progress
+                .as_ref()
+                .map_or(0, |p| p.applied_count(usize::from(c)))
+        };
         let mut out = Vec::new();
         for c in 0..self.config.apply.channels {
             let row = inner.last_rows.iter().find(|r| r.channel == c);
@@ -639,7 +644,7 @@ impl ControlHandler for Service {
                     applied_last_seqno: Some(m.seqno.get()),
                     applied_last_event_id: Some(m.event_id.clone()),
                     applied_latency: Some(latency),
-                    applied_count: 0,
+                    applied_count: applied_count(c),
                     shard_id: Some(m.shard_id.clone()),
                 },
                 None => ChannelStatus {
@@ -647,7 +652,7 @@ impl ControlHandler for Service {
                     applied_last_seqno: row.and_then(|r| r.seqno).map(Seqno::get),
                     applied_last_event_id: row.map(|r| r.event_id.clone()),
                     applied_latency: None,
-                    applied_count: 0,
+                    applied_count: applied_count(c),
                     shard_id: row.map(|r| r.shard_id.clone()),
                 },
             });
@@ -659,16 +664,27 @@ impl ControlHandler for Service {
         let map = self.read_map()?;
         let assignment = ChannelAssignment::from_config(&self.config.apply)
             .map_err(|e| failed(e.to_string()))?;
+        let progress = self.lock().run.as_ref().and_then(|r| {
+            r.observer
+                .progress
+                .lock()
+                .expect("observer")
+                .as_ref()
+                .cloned()
+        });
         Ok(map
             .iter()
-            .map(|e| ShardStatus {
-                shard_id: e.shard_id.clone(),
-                channel: assignment.channel_of(&e.shard_id).get(),
-                critical: assignment.is_critical(&e.shard_id, &map),
-                applied_last_seqno: None,
-                applied_last_event_id: None,
-                applied_latency: None,
-                event_count: 0,
+            .map(|e| {
+                let applied = progress.as_ref().and_then(|p| p.shard_applied(&e.shard_id));
+                ShardStatus {
+                    shard_id: e.shard_id.clone(),
+                    channel: assignment.channel_of(&e.shard_id).get(),
+                    critical: assignment.is_critical(&e.shard_id, &map),
+                    applied_last_seqno: applied.as_ref().map(|a| a.seqno.get()),
+                    applied_last_event_id: applied.as_ref().map(|a| a.event_id.clone()),
+                    applied_latency: applied.as_ref().map(|a| a.latency),
+                    event_count: applied.map_or(0, |a| a.count),
+                }
             })
             .collect())
     }
