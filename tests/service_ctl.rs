@@ -189,6 +189,49 @@ async fn a_refused_replica_login_is_offline_error_with_its_code() {
     spec.remove(sb).await;
 }
 
+/// The server's `Aborted_clients` counter: connections closed without
+/// COM_QUIT, each also logged as "Aborted connection".
+async fn aborted_clients(conn: &mut mysql_async::Conn) -> u64 {
+    let row: Option<(String, u64)> = conn
+        .query_first("SHOW GLOBAL STATUS LIKE 'Aborted_clients'")
+        .await
+        .unwrap();
+    row.expect("the counter exists").1
+}
+
+// A run that ends (here: idle) closes its channels' replica connections
+// and its master connections with COM_QUIT: neither server counts (and
+// logs) an aborted connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_leaves_no_aborted_connections() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let start = master_position(sb).await;
+    let a = unique_schema("quit");
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("quit", std::slice::from_ref(&a), &start);
+    let mut replica = sb.connect(TARGET).await;
+    let mut master = sb.connect(Server::Master).await;
+    let (replica_before, master_before) = (
+        aborted_clients(&mut replica).await,
+        aborted_clients(&mut master).await,
+    );
+    let report = spec.run_until_idle(sb).expect("run succeeds");
+    assert_eq!(report.dispatched, 5, "{report:?}");
+    assert_eq!(
+        (
+            aborted_clients(&mut replica).await - replica_before,
+            aborted_clients(&mut master).await - master_before
+        ),
+        (0, 0),
+        "aborted connections on (replica, master)"
+    );
+    drop((replica, master));
+    common::service::drop_everywhere(sb, std::slice::from_ref(&a)).await;
+    spec.remove(sb).await;
+}
+
 // status (text and JSON, offline and online), services, online, wait
 // --state / --applied (and their time-outs), status --name
 // channels|shards|queue, log list --seqno / --low --high, log info, and a

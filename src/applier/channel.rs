@@ -552,8 +552,23 @@ async fn run(
     input: Receiver<Work>,
     progress: Arc<Progress>,
 ) -> Result<(), ApplyError> {
-    let index = settings.channel.index();
     let mut channel = Channel::connect(settings, progress.clone()).await?;
+    let result = work(&mut channel, &input, &progress).await;
+    // Say goodbye (COM_QUIT), so that the replica does not log an aborted
+    // connection; an open transaction (after an error) is rolled back by
+    // the server either way.
+    let _ = tokio::time::timeout(Duration::from_secs(5), channel.conn.disconnect()).await;
+    result
+}
+
+/// The channel's loop: applies blocks and markers until STOP, the end of
+/// the input or an error.
+async fn work(
+    channel: &mut Channel,
+    input: &Receiver<Work>,
+    progress: &Arc<Progress>,
+) -> Result<(), ApplyError> {
+    let index = channel.settings.channel.index();
     let mut pending: Option<Work> = None;
     loop {
         let first = match pending.take() {
