@@ -189,6 +189,36 @@ async fn a_refused_replica_login_is_offline_error_with_its_code() {
     spec.remove(sb).await;
 }
 
+// The master refuses the dump (its start binlog does not exist): the
+// service goes OFFLINE:ERROR with the master's code (1236) and a message
+// that names the requested start, not a generic queue error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_binlog_dump_is_offline_error_with_its_code() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let start = master_position(sb).await;
+    let (file, _) = start.split_once(':').expect("FILE:POS");
+    let (base, _) = file.rsplit_once('.').expect("base.NNNNNN");
+    let missing = format!("{base}.999999:4");
+    let spec = ServiceSpec::new("nobinlog", &[unique_schema("nobinlog")], &missing);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1236, "{s}");
+    let error = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with(&format!(
+            "extractor: master {}:{}: binlog dump from {missing}: server error 1236",
+            sb.host,
+            sb.port(Server::Master)
+        )),
+        "{s}"
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+}
+
 /// The server's `Aborted_clients` counter: connections closed without
 /// COM_QUIT, each also logged as "Aborted connection".
 async fn aborted_clients(conn: &mut mysql_async::Conn) -> u64 {

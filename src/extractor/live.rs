@@ -514,8 +514,15 @@ impl EventSource for LiveSource {
                 }
             }
             Some(0xff) => {
+                // Name where the stream stood: an error right after the
+                // dump request (1236: file purged or unknown) is about the
+                // requested start.
                 let e = parse_err_packet(&packet);
-                Err(self.fail(e, "binlog stream"))
+                let context = match self.position() {
+                    Some(at) => format!("binlog stream at {at}"),
+                    None => format!("binlog dump from {}", self.start),
+                };
+                Err(self.fail(e, &context))
             }
             Some(0xfe) if packet.len() < 9 => {
                 if self.options.non_blocking {

@@ -320,7 +320,7 @@ pub fn run(
     let extract_idle = Arc::new(AtomicBool::new(false));
     // The extractor's error, seen by the scheduler at once (the run goes
     // OFFLINE:ERROR instead of waiting for transactions that never come).
-    let extract_failed: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let extract_failed = Arc::new(AtomicBool::new(false));
     let extractor = {
         let queue = queue.clone();
         let config = config.clone();
@@ -338,8 +338,8 @@ pub fn run(
                     stop_when_idle,
                     initial_start,
                 );
-                if let Err(failure) = &result {
-                    *extract_failed.lock().expect("extract error") = Some(failure.message.clone());
+                if result.is_err() {
+                    extract_failed.store(true, Ordering::Release);
                 }
                 result
             })
@@ -414,8 +414,12 @@ pub fn run(
                     }
                     return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
                 }
-                if let Some(message) = extract_failed.lock().expect("extract error").clone() {
-                    return Err(format!("extractor: {message}"));
+                if extract_failed.load(Ordering::Acquire) {
+                    // Everything extracted is dispatched: stop the channels
+                    // there; the run then ends with the extractor's error
+                    // (and the master's code) as RunError::Extract.
+                    scheduler_stop.store(true, Ordering::Release);
+                    return Ok(None);
                 }
                 if stop_when_idle
                     && extract_idle.load(Ordering::Acquire)
