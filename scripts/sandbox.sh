@@ -176,10 +176,23 @@ up_one() {
         log "starting $name (port $(server_port "$name"))"
         start_server "$name"
         # Replicas come up with their slave threads stopped (skip_slave_start);
-        # native replication restarts only where the sandbox itself set it up
-        # and nobody (shardrep takeover) has removed the marker since.
+        # native replication restarts only where the sandbox itself set it up,
+        # and not while a shardrep service applies to the replica (a catalog
+        # with restart rows: a takeover that was not handed back), since two
+        # appliers would diverge.
         if [ "$name" != master ] && [ -e "$dir/native-replication" ]; then
-            client "$name" -e 'START SLAVE'
+            local owners='' catalog rows
+            for catalog in $(client "$name" -N -e "SELECT TABLE_SCHEMA FROM information_schema.TABLES
+                    WHERE TABLE_NAME = 'restart_position'" 2>/dev/null || true); do
+                rows=$(client "$name" -N -e "SELECT COUNT(*) FROM \`${catalog//\`/\`\`}\`.restart_position" \
+                    2>/dev/null || echo 0)
+                [ "${rows:-0}" = 0 ] || owners="$owners${owners:+,}$catalog"
+            done
+            if [ -n "$owners" ]; then
+                log "$name is applied by shardrep (catalog $owners): native replication left stopped"
+            else
+                client "$name" -e 'START SLAVE'
+            fi
         fi
     else
         create_server "$name"

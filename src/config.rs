@@ -14,7 +14,7 @@
 //! | ---------------- | ---- |
 //! | `[service]`      | `name`, `role` |
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
-//! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms` |
+//! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms`, `allow_native_replication` |
 //! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
 //! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
@@ -526,6 +526,14 @@ pub struct ReplicaConfig {
     /// `connect_timeout_ms`: connection timeout in milliseconds, at least
     /// 1, default 10000.
     pub connect_timeout_ms: u64,
+    /// `allow_native_replication`: whether the service may run while
+    /// native replication's SQL thread runs on the replica. Default false:
+    /// the service refuses to start, and stops with OFFLINE:ERROR when one
+    /// is started under it (checked every few seconds), because two
+    /// appliers writing the same rows diverge. Set it only when native
+    /// replication applies other data (e.g. a multi-source connection
+    /// filtered to other schemas).
+    pub allow_native_replication: bool,
 }
 
 /// `[queue]`: the on-disk transaction queue.
@@ -1036,6 +1044,7 @@ struct RawReplica {
     sql_log_bin: Option<bool>,
     preserve_origin: Option<bool>,
     connect_timeout_ms: Option<Int>,
+    allow_native_replication: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -1659,6 +1668,7 @@ impl<'a> Builder<'a> {
                 DEFAULT_CONNECT_TIMEOUT_MS,
                 POSITIVE,
             ),
+            allow_native_replication: raw.allow_native_replication.unwrap_or(false),
         }
     }
 
@@ -1861,6 +1871,7 @@ socket = "/tmp/c.sock"
                 sql_log_bin: true,
                 preserve_origin: false,
                 connect_timeout_ms: 10_000,
+                allow_native_replication: false,
             },
             queue: QueueConfig {
                 dir: "/tmp/q".into(),

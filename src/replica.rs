@@ -793,6 +793,73 @@ pub async fn slave_status(conn: &mut Conn) -> Result<Option<SlaveStatus>, Replic
     }))
 }
 
+/// Other shardrep services applying to this server: the schemas other than
+/// `own_catalog` that hold a `restart_position` table with rows, each as
+/// `<schema> at seqno <lowest>`. A takeover by another service would start
+/// from native replication's position, which such a service has left
+/// behind.
+///
+/// # Errors
+/// [`ReplicaError::Sql`].
+pub async fn other_services(
+    conn: &mut Conn,
+    own_catalog: &str,
+) -> Result<Vec<String>, ReplicaError> {
+    let server = Endpoint::of(conn);
+    let statement = "SELECT TABLE_SCHEMA FROM information_schema.TABLES \
+                     WHERE TABLE_NAME = 'restart_position' AND TABLE_SCHEMA <> ?";
+    let catalogs: Vec<String> = conn
+        .exec(statement, (own_catalog,))
+        .await
+        .map_err(|e| sql_error(&server, statement, &e))?;
+    let mut out = Vec::new();
+    for catalog in catalogs {
+        let statement = format!(
+            "SELECT COUNT(*), MIN(seqno) FROM {}.restart_position",
+            crate::applier::sql::quote_ident(&catalog)
+        );
+        let row: Option<(u64, Option<i64>)> = conn
+            .query_first(&statement)
+            .await
+            .map_err(|e| sql_error(&server, &statement, &e))?;
+        if let Some((_, lowest)) = row.filter(|(rows, _)| *rows > 0) {
+            out.push(match lowest {
+                Some(seqno) => format!("{catalog} at seqno {seqno}"),
+                None => catalog,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The replication connections of this server whose SQL thread is running
+/// (`SHOW ALL SLAVES STATUS`, MariaDB KB "SHOW REPLICA STATUS"), each
+/// described as `connection '<name>' from <master host>:<port>`. Empty when
+/// native replication applies nothing.
+///
+/// # Errors
+/// [`ReplicaError::Sql`].
+pub async fn running_native_appliers(conn: &mut Conn) -> Result<Vec<String>, ReplicaError> {
+    let server = Endpoint::of(conn);
+    let statement = "SHOW ALL SLAVES STATUS";
+    let rows: Vec<Row> = conn
+        .query(statement)
+        .await
+        .map_err(|e| sql_error(&server, statement, &e))?;
+    Ok(rows
+        .iter()
+        .filter(|row| text(row, "Slave_SQL_Running").is_some_and(|v| on_off(&v)))
+        .map(|row| {
+            format!(
+                "connection '{}' from {}:{}",
+                text(row, "Connection_name").unwrap_or_default(),
+                text(row, "Master_Host").unwrap_or_default(),
+                text(row, "Master_Port").unwrap_or_default()
+            )
+        })
+        .collect())
+}
+
 async fn configured_status(conn: &mut Conn) -> Result<SlaveStatus, ReplicaError> {
     slave_status(conn)
         .await?

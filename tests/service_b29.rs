@@ -306,3 +306,66 @@ async fn a_lost_queue_is_refused_and_recovered_by_handback() {
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     spec.remove(sb).await;
 }
+
+// A second service asked to take over a replica that another service
+// already applies to is refused: native replication's position there is
+// stale (the first service stopped it long ago), and taking over from it
+// would apply again what the first service applied. After the first service
+// hands back, native replication is fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_takeover_of_an_owned_replica_is_refused() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    native_from_now(sb).await;
+    let schema = unique_schema("owned");
+    let q = quote_ident(&schema);
+    run_on_master(
+        sb,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.ev (id INT PRIMARY KEY, n INT)"),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    let first = ServiceSpec::new("owner", std::slice::from_ref(&schema), "takeover");
+    let mut owner = first.spawn(sb, false);
+    wait_for_socket(&first, &mut owner);
+    ctl_ok(
+        &first,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    for i in 0..5 {
+        run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES ({i}, {i})")).await;
+    }
+    wait_applied_to_master(sb, &first).await;
+
+    let second = ServiceSpec::new("intruder", std::slice::from_ref(&schema), "takeover");
+    let mut intruder = second.spawn(sb, false);
+    wait_for_socket(&second, &mut intruder);
+    ctl_ok(
+        &second,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = status(&second);
+    let message = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "takeover refused: the replica {}:{} is already applied by another shardrep \
+             service ({} at seqno ",
+            sb.host,
+            sb.port(TARGET),
+            first.catalog()
+        )),
+        "{s}"
+    );
+    assert!(intruder.terminate());
+    second.remove(sb).await;
+    // The first service kept applying, alone.
+    run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES (10, 10)")).await;
+    wait_applied_to_master(sb, &first).await;
+    assert_table_equal(sb, Server::Master, TARGET, &schema, "ev").await;
+    ctl_ok(&first, &["offline"]);
+    ctl_ok(&first, &["handback", "--start-slave"]);
+    assert_native_ok(sb).await;
+    assert!(owner.terminate());
+    drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    first.remove(sb).await;
+}

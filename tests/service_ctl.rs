@@ -196,6 +196,7 @@ async fn a_refused_replica_login_is_offline_error_with_its_code() {
 async fn a_refused_binlog_dump_is_offline_error_with_its_code() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
     let start = master_position(sb).await;
     let (file, _) = start.split_once(':').expect("FILE:POS");
     let (base, _) = file.rsplit_once('.').expect("base.NNNNNN");
@@ -216,6 +217,75 @@ async fn a_refused_binlog_dump_is_offline_error_with_its_code() {
         "{s}"
     );
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+}
+
+/// Starts native replication on the target at the master's current GTID
+/// position, so that it runs without applying anything old.
+async fn start_target_slave_at_master(sb: &Sandbox) {
+    let mut master = sb.connect(Server::Master).await;
+    let gtid: String = master
+        .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut replica = sb.connect(TARGET).await;
+    replica.query_drop("STOP SLAVE").await.unwrap();
+    replica
+        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (gtid,))
+        .await
+        .unwrap();
+    replica
+        .query_drop("CHANGE MASTER TO MASTER_USE_GTID = slave_pos; START SLAVE")
+        .await
+        .unwrap();
+}
+
+// Native replication running on the replica (two appliers diverge): a
+// service refuses to start, and one that is running stops with
+// OFFLINE:ERROR within seconds of a START SLAVE, naming the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_replication_on_the_replica_is_refused() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let native = format!("connection '' from {}:{}", sb.host, sb.port(Server::Master));
+    // At start.
+    start_target_slave_at_master(sb).await;
+    let start = master_position(sb).await;
+    let a = unique_schema("native");
+    let spec = ServiceSpec::new("native", std::slice::from_ref(&a), &start);
+    let err = spec.run_until_idle(sb).expect_err("refused at start");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "native replication is running on the replica {}:{} at start: {native}; ",
+            sb.host,
+            sb.port(TARGET)
+        )),
+        "{text}"
+    );
+    // While running: OFFLINE:ERROR, with what was applied kept.
+    stop_target_slave(sb).await;
+    create_table(sb, &a, 2).await;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    wait_applied_to_master(sb, &spec).await;
+    start_target_slave_at_master(sb).await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    let error = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("(started while this service applied): {native}; ")),
+        "{s}"
+    );
+    stop_target_slave(sb).await;
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 0), (2, 0)]);
+    // Stopped natively: online again works.
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, "ONLINE");
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, std::slice::from_ref(&a)).await;
     spec.remove(sb).await;
 }
 

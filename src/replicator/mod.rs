@@ -84,6 +84,10 @@ pub enum RunError {
     /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
     #[error("{0}")]
     Apply(#[from] scheduler::SchedulerError),
+    /// Native replication's SQL thread runs on the replica (see
+    /// [`crate::config::ReplicaConfig::allow_native_replication`]).
+    #[error("{0}")]
+    NativeReplication(String),
 }
 
 impl RunError {
@@ -141,6 +145,44 @@ impl From<crate::extractor::ExtractError> for ExtractFailure {
         ExtractFailure {
             message: e.to_string(),
             code,
+        }
+    }
+}
+
+/// How often a running service checks that native replication has not been
+/// started on its replica.
+pub const NATIVE_REPLICATION_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The error for native appliers found running on the replica (`running`,
+/// from [`crate::replica::running_native_appliers`]).
+fn native_replication_error(config: &Config, running: &[String], when: &str) -> RunError {
+    RunError::NativeReplication(format!(
+        "native replication is running on the replica {}:{} {when}: {}; it and this service \
+         would both apply the master's transactions and the replica would diverge. Stop it \
+         (STOP SLAVE, or STOP ALL SLAVES) and go online again, or set [replica] \
+         allow_native_replication = true if it replicates other data",
+        config.replica.host,
+        config.replica.port,
+        running.join(", ")
+    ))
+}
+
+/// The native appliers running on the replica, over `conn` (opened when
+/// `None`). `Ok(None)` when the replica cannot be asked now (the channels
+/// report a lost replica themselves).
+async fn native_appliers(
+    config: &Config,
+    conn: &mut Option<mysql_async::Conn>,
+) -> Option<Vec<String>> {
+    if conn.is_none() {
+        *conn = mysql_async::Conn::new(replica_opts(config)).await.ok();
+    }
+    match crate::replica::running_native_appliers(conn.as_mut()?).await {
+        Ok(running) => Some(running),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check native replication on the replica");
+            *conn = None;
+            None
         }
     }
 }
@@ -291,6 +333,17 @@ pub fn run(
     } else {
         None
     };
+    let mut native_check_conn = None;
+    if !config.replica.allow_native_replication {
+        if let Some(running) = runtime.block_on(native_appliers(config, &mut native_check_conn)) {
+            if !running.is_empty() {
+                if let Some(conn) = native_check_conn.take() {
+                    let _ = runtime.block_on(conn.disconnect());
+                }
+                return Err(native_replication_error(config, &running, "at start"));
+            }
+        }
+    }
     let start_seqno = if rows.iter().any(|r| r.seqno.is_none()) {
         Seqno(0)
     } else {
@@ -386,6 +439,8 @@ pub fn run(
     let mut reader = queue.reader_from(start_seqno)?;
     let mut since_purge = 0u32;
     let scheduler_stop = AtomicBool::new(false);
+    let mut native_checked = Instant::now();
+    let mut native_running: Option<Vec<String>> = None;
     let next =
         |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
             let deadline = Instant::now() + timeout;
@@ -398,6 +453,22 @@ pub fn run(
                 {
                     scheduler_stop.store(true, Ordering::Release);
                     return Ok(None);
+                }
+                if !config.replica.allow_native_replication
+                    && native_checked.elapsed() >= NATIVE_REPLICATION_CHECK_INTERVAL
+                {
+                    native_checked = Instant::now();
+                    if let Some(running) =
+                        runtime.block_on(native_appliers(config, &mut native_check_conn))
+                    {
+                        if !running.is_empty() {
+                            // Stop the channels where dispatch is; the run
+                            // then ends with NativeReplication.
+                            native_running = Some(running);
+                            scheduler_stop.store(true, Ordering::Release);
+                            return Ok(None);
+                        }
+                    }
                 }
                 if let Some((txn, p)) =
                     reader.try_next_with_progress().map_err(|e| e.to_string())?
@@ -472,6 +543,16 @@ pub fn run(
             index,
         )));
     }
+    if let Some(conn) = native_check_conn.take() {
+        let _ = runtime.block_on(conn.disconnect());
+    }
+    if let Some(running) = native_running {
+        return Err(native_replication_error(
+            config,
+            &running,
+            "(started while this service applied)",
+        ));
+    }
     outcome?;
     if let Err(ExtractFailure { message, code }) = extract_result {
         return Err(RunError::Extract { message, code });
@@ -530,6 +611,22 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
     crate::replica::check_replica(&mut replica, &facts)
         .await
         .map_err(setup)?;
+    let others = crate::replica::other_services(&mut replica, &config.catalog_schema())
+        .await
+        .map_err(setup)?;
+    if !others.is_empty() {
+        let _ = replica.disconnect().await;
+        let _ = master.disconnect().await;
+        return Err(RunError::setup(format!(
+            "takeover refused: the replica {}:{} is already applied by another shardrep \
+             service ({}), so native replication's position there is stale. Hand that \
+             service back first (shardrepctl offline, then handback), or give this service \
+             a start position (source.start = FILE:POS or gtid:...)",
+            config.replica.host,
+            config.replica.port,
+            others.join(", ")
+        )));
+    }
     let point = crate::replica::takeover(&mut replica, &mut master, &facts)
         .await
         .map_err(setup)?;

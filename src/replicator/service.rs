@@ -320,7 +320,10 @@ impl Service {
                 // A run that failed before applying (setup) leaves the
                 // restart rows as they were; any other may have stopped
                 // channels at different seqnos.
-                if !matches!(error, RunError::Setup { .. }) {
+                if !matches!(
+                    error,
+                    RunError::Setup { .. } | RunError::NativeReplication(_)
+                ) {
                     inner.unclean = Some(format!("the last run stopped on an error: {error}"));
                 }
                 let _ = inner.machine.apply(Event::Fail(pending));
