@@ -220,6 +220,99 @@ async fn a_refused_binlog_dump_is_offline_error_with_its_code() {
     spec.remove(sb).await;
 }
 
+// A clean stop at the end of a binlog, then FLUSH and PURGE BINARY LOGS on
+// the master: the restart position's file is gone although nothing after it
+// is. The service resumes at the same point by GTID (the master refused the
+// file position with 1236) and applies what came after, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_position_in_a_purged_binlog_resumes_by_gtid() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let start = master_position(sb).await;
+    let a = unique_schema("purged");
+    create_table(sb, &a, 2).await;
+    let spec = ServiceSpec::new("purged", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+
+    let mut master = sb.connect(Server::Master).await;
+    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    common::wait_binlog_checkpoint_settled(&mut master).await;
+    let current: String = master
+        .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .and_then(|row| row.get(0))
+        .unwrap();
+    master
+        .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
+        .await
+        .unwrap();
+    let (start_file, _) = start.split_once(':').unwrap();
+    let oldest: String = master
+        .query_first::<mysql_async::Row, _>("SHOW BINARY LOGS")
+        .await
+        .unwrap()
+        .and_then(|row| row.get(0))
+        .unwrap();
+    assert!(oldest.as_str() > start_file, "{oldest} is purged up to");
+    on_master(
+        sb,
+        &format!("INSERT INTO {}.t VALUES (3, 0)", quote_ident(&a)),
+    )
+    .await;
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 0), (2, 0), (3, 0)]);
+    assert!(
+        process.log_text().contains("resuming at its GTID position"),
+        "{}",
+        process.log_text()
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+
+    // A transaction after the restart position purged too: no way to
+    // resume, OFFLINE:ERROR saying so (never a silent skip).
+    on_master(
+        sb,
+        &format!("INSERT INTO {}.t VALUES (4, 0)", quote_ident(&a)),
+    )
+    .await;
+    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    common::wait_binlog_checkpoint_settled(&mut master).await;
+    let current: String = master
+        .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .and_then(|row| row.get(0))
+        .unwrap();
+    master
+        .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
+        .await
+        .unwrap();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1236, "{s}");
+    assert!(
+        s["pendingError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("are purged from the master: re-seed the replica"),
+        "{s}"
+    );
+    assert_eq!(rows_of(sb, TARGET, &a).await, [(1, 0), (2, 0), (3, 0)]);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, std::slice::from_ref(&a)).await;
+    spec.remove(sb).await;
+}
+
 /// Starts native replication on the target at the master's current GTID
 /// position, so that it runs without applying anything old.
 async fn start_target_slave_at_master(sb: &Sandbox) {

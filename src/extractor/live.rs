@@ -621,6 +621,76 @@ pub async fn master_status(
     }
 }
 
+/// The GTID position to resume at when the binlog of file position
+/// `position` (with GTID state `state` there) has been purged from the
+/// master: the state at the start of the master's oldest binlog
+/// (`BINLOG_GTID_POS(<oldest>, 4)`, MariaDB KB "BINLOG_GTID_POS"), with
+/// `state`'s own GTID for each domain it has. `Ok(None)` when transactions
+/// after `position` are purged too (the oldest binlog starts past `state`
+/// in some domain), or the master cannot say.
+///
+/// Every transaction of a purged binlog is at or before the oldest
+/// binlog's start state; when `state` is at or past it in every domain
+/// `state` has, nothing after `position` was purged. A domain `state` lacks
+/// had no transaction since the extraction started, so the start state's
+/// GTID of that domain is before `position`.
+///
+/// # Errors
+/// [`ExtractError::Master`] when the master cannot be asked.
+pub async fn gtid_start_after_purge(
+    options: &LiveOptions,
+    state: &GtidPos,
+) -> Result<Option<GtidPos>, ExtractError> {
+    let address = options.address();
+    let err = |e: mysql_async::Error| {
+        let (message, transient) = describe_mysql_error(&e);
+        ExtractError::Master {
+            address: address.clone(),
+            message: format!("looking for the oldest binlog's GTID position: {message}"),
+            code: server_code(&e),
+            transient,
+        }
+    };
+    let mut conn = mysql_async::Conn::new(options.mysql_opts())
+        .await
+        .map_err(err)?;
+    let result = async {
+        let oldest: Option<String> = conn
+            .query_first::<mysql_async::Row, _>("SHOW BINARY LOGS")
+            .await?
+            .and_then(|row| row.get(0));
+        let Some(oldest) = oldest else {
+            return Ok(None);
+        };
+        let start: Option<Option<String>> = conn
+            .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (oldest,))
+            .await?;
+        Ok::<_, mysql_async::Error>(start.flatten())
+    }
+    .await;
+    let _ = conn.disconnect().await;
+    let Some(text) = result.map_err(err)? else {
+        return Ok(None);
+    };
+    let Ok(oldest_start) = text.parse::<GtidPos>() else {
+        return Ok(None);
+    };
+    let mut resume = GtidPos::new();
+    for gtid in oldest_start.iter() {
+        match state.get(gtid.domain_id) {
+            Some(ours) if ours.seq_no < gtid.seq_no => return Ok(None),
+            Some(ours) => resume.update(*ours),
+            None => resume.update(*gtid),
+        };
+    }
+    for gtid in state.iter() {
+        if resume.get(gtid.domain_id).is_none() {
+            resume.update(*gtid);
+        }
+    }
+    Ok(Some(resume))
+}
+
 /// `@@gtid_binlog_pos`, or `None` on a server without it (MySQL).
 async fn gtid_binlog_pos(
     conn: &mut mysql_async::Conn,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::applier::channel::{self, ChannelSettings, Progress, Work};
 use crate::applier::restart::{self, RestartRow};
 use crate::config::{Config, StartPosition};
+use crate::extractor::live::{gtid_start_after_purge, LiveOptions};
 use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};
 use crate::position::{ChannelId, Epoch, Seqno};
 use crate::queue::codec::ExtractorProgress;
@@ -663,6 +664,18 @@ fn extract_loop(
             (None, None) => resolve_start(&config.source.endpoint, &config.source.start).await?,
         };
         let epoch = Epoch(next_seqno.get());
+        // A restart position at the very end of a binlog the master has
+        // since purged (a clean stop, then FLUSH and PURGE BINARY LOGS) is
+        // refused with 1236 although nothing after it is gone: the same
+        // point is then asked for by GTID (see gtid_start_after_purge).
+        let mut gtid_fallback = match (&start, queue.last_progress(), &config.source.endpoint) {
+            (ExtractStart::File(_), Some(p), crate::config::SourceEndpoint::Live(live))
+                if !p.gtid_position.is_empty() =>
+            {
+                Some((LiveOptions::from_config(live), p.gtid_position.clone()))
+            }
+            _ => None,
+        };
         tracing::info!(start = ?start, next_seqno = next_seqno.get(), "extractor starting");
         let mut extractor =
             Extractor::open(&config.source.endpoint, start, next_seqno, !stop_when_idle)?;
@@ -682,6 +695,38 @@ fn extract_loop(
                     .await;
             let txn = match next {
                 Err(_) => continue, // nothing within the timeout: check the stop flag
+                Ok(Err(crate::extractor::ExtractError::Master {
+                    code: Some(1236),
+                    message,
+                    address,
+                    transient,
+                })) if gtid_fallback.is_some() => {
+                    let (options, state) = gtid_fallback.take().expect("checked");
+                    let Some(gtid) = gtid_start_after_purge(&options, &state).await? else {
+                        return Err(crate::extractor::ExtractError::Master {
+                            code: Some(1236),
+                            message: format!(
+                                "{message} (transactions after the restart position, GTID \
+                                 {state}, are purged from the master: re-seed the replica)"
+                            ),
+                            address,
+                            transient,
+                        }
+                        .into());
+                    };
+                    tracing::warn!(
+                        %message, gtid = %gtid,
+                        "the restart position's binlog is gone from the master, nothing after it: resuming at its GTID position"
+                    );
+                    extractor = Extractor::open(
+                        &config.source.endpoint,
+                        ExtractStart::Gtid(gtid.clone()),
+                        next_seqno,
+                        !stop_when_idle,
+                    )?;
+                    extractor.set_gtid_position(gtid);
+                    continue;
+                }
                 Ok(Err(e)) => return Err(e.into()),
                 Ok(Ok(None)) => {
                     idle.store(true, Ordering::Release);
@@ -689,6 +734,8 @@ fn extract_loop(
                 }
                 Ok(Ok(Some(txn))) => txn,
             };
+            // Only the first read of a run may fall back.
+            gtid_fallback = None;
             let progress = ExtractorProgress {
                 seqno: txn.seqno,
                 epoch,
