@@ -17,6 +17,15 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # sandbox_sql NAME [client args...]: the mariadb client on a sandbox server.
 sandbox_sql() { "$repo_root/scripts/sandbox.sh" sql "$@"; }
 
+# Where scripts/workload.sh keeps the sysbench output of its last `run`
+# (one log per schema), inside the sandbox's own directory.
+workload_log_dir() { echo "$SHARDREP_SANDBOX_DIR/workload"; }
+
+# Transactions of the last `workload.sh run` (the sum over its logs).
+workload_txns() {
+    awk '/transactions:/ {s += $2} END {print s + 0}' "$(workload_log_dir)"/*.log 2>/dev/null || echo 0
+}
+
 # Port of a sandbox server name (master, replicaK).
 sandbox_port() {
     case "$1" in

@@ -53,7 +53,7 @@ wait_replica() {   # wait until replica1 has executed the master's current GTID 
     [ "$rc" = 0 ] || die "replica1 did not reach $pos"
 }
 master_pos() { sandbox_sql master -N -B -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}'; }
-load_txns() { awk '/transactions:/ {s += $2} END {print s + 0}' "${TMPDIR:-/tmp}"/shardrep-workload-sb*.log; }
+load_txns() { workload_txns; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN {printf "%.0f", (s > 0 ? n / s : 0)}'; }
 json_field() { python3 -c 'import json,sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"; }

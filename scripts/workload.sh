@@ -54,16 +54,19 @@ case "$action" in
         say "prepared $schemas schemas x $tables table(s) x $table_size rows on $server"
         ;;
     run)
+        # Only this run's logs: a count never includes an earlier run's.
+        logs=$(workload_log_dir)
+        rm -rf "$logs"; mkdir -p "$logs"
         pids=()
         for i in $(seq 1 "$schemas"); do
             db=$(schema_name "$i")
             sb "$db" --threads="$threads" --time="$time" --report-interval=0 \
                 --index-updates="$index_updates" --non-index-updates="$non_index_updates" \
-                run > "${TMPDIR:-/tmp}/shardrep-workload-$db.log" 2>&1 &
+                run > "$logs/$db.log" 2>&1 &
             pids+=($!)
         done
-        for p in "${pids[@]}"; do wait "$p" || die "a sysbench run failed; see ${TMPDIR:-/tmp}/shardrep-workload-sb*.log"; done
-        txns=$(awk '/transactions:/ {s += $2} END {print s + 0}' "${TMPDIR:-/tmp}"/shardrep-workload-sb*.log)
+        for p in "${pids[@]}"; do wait "$p" || die "a sysbench run failed; see $logs/*.log"; done
+        txns=$(workload_txns)
         say "ran $time s of oltp_read_write on $schemas schemas: $txns transactions"
         ;;
     cleanup)
