@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Compares every table of the given schemas on two sandbox servers with
-# CHECKSUM TABLE and row counts; prints one line per table and exits non-zero
+# CHECKSUM TABLE ... EXTENDED (a full scan of each table); prints one line per
+# table with its checksum and exits non-zero
 # when any table differs or is missing on one side.
 #
 # Usage: scripts/verify.sh LEFT RIGHT SCHEMA...   (e.g. master replica1 sb01 sb02)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ $# -ge 3 ] || { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 left=$1 right=$2; shift 2
 
 checksums() {
