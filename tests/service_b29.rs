@@ -15,8 +15,8 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    case_sql, ctl, ctl_ok, drop_everywhere, script_statements, status, wait_applied_to_master,
-    wait_for_socket, ServiceSpec, TARGET,
+    case_sql, ctl, ctl_ok, drop_everywhere, native_from_now, script_statements, status,
+    wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
 };
 use common::{
     assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
@@ -24,27 +24,6 @@ use common::{
 };
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Replica 2 replicating natively from the master's current GTID
-/// position (earlier tests stopped it and applied to it with shardrep).
-async fn native_from_now(sb: &Sandbox) {
-    let mut master = sb.connect(Server::Master).await;
-    let pos: String = master
-        .query_first("SELECT @@gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    let mut replica = sb.connect(TARGET).await;
-    replica.query_drop("STOP SLAVE").await.unwrap();
-    replica
-        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (pos,))
-        .await
-        .unwrap();
-    replica
-        .query_drop("CHANGE MASTER TO MASTER_USE_GTID = slave_pos; START SLAVE")
-        .await
-        .unwrap();
-}
 
 async fn assert_native_ok(sb: &Sandbox) {
     wait_replica_caught_up(sb, TARGET, Duration::from_secs(120)).await;

@@ -13,8 +13,9 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    ctl, ctl_ok, ctl_with_stdin, master_position, status, stop_target_slave,
-    wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
+    ctl, ctl_ok, ctl_with_stdin, flush_and_purge_binlogs, master_position, native_from_now, status,
+    stop_target_slave, wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess,
+    TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
@@ -239,18 +240,7 @@ async fn a_restart_position_in_a_purged_binlog_resumes_by_gtid() {
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
 
     let mut master = sb.connect(Server::Master).await;
-    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
-    common::wait_binlog_checkpoint_settled(&mut master).await;
-    let current: String = master
-        .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
-        .await
-        .unwrap()
-        .and_then(|row| row.get(0))
-        .unwrap();
-    master
-        .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
-        .await
-        .unwrap();
+    flush_and_purge_binlogs(sb).await;
     let (start_file, _) = start.split_once(':').unwrap();
     let oldest: String = master
         .query_first::<mysql_async::Row, _>("SHOW BINARY LOGS")
@@ -283,18 +273,7 @@ async fn a_restart_position_in_a_purged_binlog_resumes_by_gtid() {
         &format!("INSERT INTO {}.t VALUES (4, 0)", quote_ident(&a)),
     )
     .await;
-    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
-    common::wait_binlog_checkpoint_settled(&mut master).await;
-    let current: String = master
-        .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
-        .await
-        .unwrap()
-        .and_then(|row| row.get(0))
-        .unwrap();
-    master
-        .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
-        .await
-        .unwrap();
+    flush_and_purge_binlogs(sb).await;
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     wait_state(&spec, "OFFLINE:ERROR");
@@ -313,27 +292,6 @@ async fn a_restart_position_in_a_purged_binlog_resumes_by_gtid() {
     spec.remove(sb).await;
 }
 
-/// Starts native replication on the target at the master's current GTID
-/// position, so that it runs without applying anything old.
-async fn start_target_slave_at_master(sb: &Sandbox) {
-    let mut master = sb.connect(Server::Master).await;
-    let gtid: String = master
-        .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    let mut replica = sb.connect(TARGET).await;
-    replica.query_drop("STOP SLAVE").await.unwrap();
-    replica
-        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (gtid,))
-        .await
-        .unwrap();
-    replica
-        .query_drop("CHANGE MASTER TO MASTER_USE_GTID = slave_pos; START SLAVE")
-        .await
-        .unwrap();
-}
-
 // Native replication running on the replica (two appliers diverge): a
 // service refuses to start, and one that is running stops with
 // OFFLINE:ERROR within seconds of a START SLAVE, naming the connection.
@@ -343,7 +301,7 @@ async fn native_replication_on_the_replica_is_refused() {
     let _lock = LOCK.lock().await;
     let native = format!("connection '' from {}:{}", sb.host, sb.port(Server::Master));
     // At start.
-    start_target_slave_at_master(sb).await;
+    native_from_now(sb).await;
     let start = master_position(sb).await;
     let a = unique_schema("native");
     let spec = ServiceSpec::new("native", std::slice::from_ref(&a), &start);
@@ -364,7 +322,7 @@ async fn native_replication_on_the_replica_is_refused() {
     wait_for_socket(&spec, &mut process);
     wait_state(&spec, "ONLINE");
     wait_applied_to_master(sb, &spec).await;
-    start_target_slave_at_master(sb).await;
+    native_from_now(sb).await;
     wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);
     let error = s["pendingError"].as_str().unwrap_or_default();

@@ -498,6 +498,48 @@ pub async fn drop_everywhere(sb: &Sandbox, schemas: &[String]) {
 }
 
 /// Stops native replication on [`TARGET`] (shardrep applies there).
+/// Native replication on the target from the master's current GTID
+/// position: running, with nothing old to apply (earlier tests stopped it
+/// and applied to the target with shardrep).
+pub async fn native_from_now(sb: &Sandbox) {
+    let mut master = sb.connect(Server::Master).await;
+    let pos: String = master
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut replica = sb.connect(TARGET).await;
+    replica.query_drop("STOP SLAVE").await.unwrap();
+    replica
+        .exec_drop("SET GLOBAL gtid_slave_pos = ?", (pos,))
+        .await
+        .unwrap();
+    replica
+        .query_drop("CHANGE MASTER TO MASTER_USE_GTID = slave_pos; START SLAVE")
+        .await
+        .unwrap();
+}
+
+/// Rotates the master's binlog and purges every binlog before the new one
+/// (once MariaDB's asynchronous binlog checkpoint lets it); returns the new
+/// binlog's name.
+pub async fn flush_and_purge_binlogs(sb: &Sandbox) -> String {
+    let mut master = sb.connect(Server::Master).await;
+    master.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    crate::common::wait_binlog_checkpoint_settled(&mut master).await;
+    let current: String = master
+        .query_first::<mysql_async::Row, _>("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .and_then(|row| row.get(0))
+        .unwrap();
+    master
+        .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
+        .await
+        .unwrap();
+    current
+}
+
 pub async fn stop_target_slave(sb: &Sandbox) {
     sb.connect(TARGET)
         .await
