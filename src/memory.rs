@@ -18,9 +18,11 @@
 //! after which 1 MiB statement buffers, sled's I/O buffers and decoded
 //! transactions come from the arenas and are kept there as free space
 //! that cannot be trimmed. Fixing the threshold (which turns the dynamic
-//! adjustment off, mallopt(3)) and the trim threshold brought the peak of
-//! the same catch-up from 266 MiB to 194 MiB (one run each, one after the
-//! other, with equal throughput: 2,447 and 2,345 transactions/s).
+//! adjustment off, mallopt(3)) and the trim threshold took the peak of the
+//! same catch-up from 266 MiB to 194-239 MiB (three runs; 240 MiB with a
+//! 512 KiB threshold), and capping the client's buffer pool as well
+//! ([`cap_client_buffer_pool`]) to 184-218 MiB (four runs, live and files
+//! sources), with unchanged throughput (2,345-2,776 transactions/s).
 
 /// glibc's `mallopt` parameter numbers (malloc.h).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
