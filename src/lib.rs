@@ -42,3 +42,4 @@ pub mod replica;
 pub mod replicator;
 pub mod scheduler;
 pub mod shard;
+pub mod xa;

@@ -214,6 +214,45 @@ impl Assembler {
                     Ok(None)
                 }
             }
+            EventBody::XaPrepare { one_phase, xid } => {
+                // The end of an XA PREPARE group (crate::xa): the open
+                // transaction becomes XA START, its changes (ending with
+                // the binlogged XA END), XA PREPARE.
+                let Some(open) = self.open.as_mut().filter(|o| o.explicit) else {
+                    return Err(sequence(&position, "XA_PREPARE outside a transaction"));
+                };
+                if one_phase {
+                    return Err(sequence(
+                        &position,
+                        &format!(
+                            "XA_PREPARE with one_phase set for xid {xid}: MariaDB binlogs XA \
+                             COMMIT … ONE PHASE as an ordinary transaction; this form is not \
+                             supported"
+                        ),
+                    ));
+                }
+                let ends_with_xa_end = open.txn.changes.iter().rev().find_map(|c| match c {
+                    Change::Statement(s) => Some(crate::xa::xa_statement(&s.sql)),
+                    _ => None,
+                });
+                if !matches!(&ends_with_xa_end, Some(Some(("END", x))) if *x == xid) {
+                    return Err(sequence(
+                        &position,
+                        &format!("XA_PREPARE for xid {xid} not preceded by XA END of the same xid"),
+                    ));
+                }
+                let xa = |verb: &str| {
+                    Change::Statement(Statement {
+                        sql: format!("XA {verb} {}", xid.to_sql()).into_bytes(),
+                        default_schema: None,
+                        context: SessionContext::default(),
+                        error_code: 0,
+                    })
+                };
+                open.txn.changes.insert(0, xa("START"));
+                open.txn.changes.push(xa("PREPARE"));
+                Ok(Some(self.finish(header.timestamp, end)))
+            }
             EventBody::TableMap(table) => {
                 let open = self.require_open(&position, "TABLE_MAP")?;
                 // MariaDB repeats the TABLE_MAP before every rows event:
@@ -383,7 +422,8 @@ fn sequence(position: &BinlogPosition, message: &str) -> ExtractError {
 /// statement it cannot attribute makes the whole transaction
 /// [`UNKNOWN_SHARD`]. Transaction-control statements (`ROLLBACK`,
 /// `SAVEPOINT`, ...; [`is_transaction_control`]) and annotations do not
-/// count. Two or more schemas, or none, give [`UNKNOWN_SHARD`] (critical,
+/// count. An XA prepare or outcome ([`crate::xa::xa_role`]) is
+/// [`UNKNOWN_SHARD`]. Two or more schemas, or none, give [`UNKNOWN_SHARD`] (critical,
 /// so it runs alone: always safe).
 ///
 /// Rows of another service's restart table
@@ -392,6 +432,11 @@ fn sequence(position: &BinlogPosition, message: &str) -> ExtractError {
 /// nothing but restart rows has the catalog schema as its shard (which
 /// every filter drops).
 pub fn shard_of(txn: &Transaction) -> String {
+    if crate::xa::xa_role(txn).is_some() {
+        // An XA prepare or outcome runs alone, in the master's order
+        // (`XA COMMIT <xid>` names no schema).
+        return UNKNOWN_SHARD.to_string();
+    }
     let mut shard: Option<String> = None;
     let mut catalog: Option<&str> = None;
     for change in &txn.changes {

@@ -21,10 +21,11 @@
 //! | ROWS_QUERY | 29 | [`EventBody::AnnotateRows`] |
 //! | GTID, ANONYMOUS_GTID (MySQL) | 33, 34 | [`EventBody::MysqlGtid`] |
 //! | TRANSACTION_PAYLOAD (MySQL 8.0.20+) | 40 | its inner events, through [`Decoder::decode_expanded`] |
+//! | XA_PREPARE (MariaDB 10.5+) | 38 | [`EventBody::XaPrepare`] (see [`crate::xa`]) |
 //! | MariaDB events | 160-171 | see [`super::mariadb`] |
 //!
 //! Event types that are known but cannot be replicated by shardrep (LOAD DATA
-//! in statement format, INCIDENT, XA_PREPARE, MySQL tagged GTIDs, pre-v4
+//! in statement format, INCIDENT, MySQL tagged GTIDs, pre-v4
 //! events) give [`ExtractError::Decode`] saying so; any other type code gives
 //! [`ExtractError::UnknownEvent`]. Nothing is ever skipped silently, and no
 //! input makes the decoder panic.
@@ -628,13 +629,7 @@ impl Decoder {
                 self.decode_rows(&plain, plain_type, phl).map_err(err)?
             }
             INCIDENT => return Err(err(parse_incident(body, phl))),
-            XA_PREPARE => {
-                return Err(err(
-                    "XA PREPARE is not supported: a prepared XA transaction cannot be \
-                     replicated by shardrep"
-                        .to_owned(),
-                ))
-            }
+            XA_PREPARE => mariadb::parse_xa_prepare(body).map_err(err)?,
             GTID_TAGGED => {
                 return Err(err(
                     "MySQL tagged GTIDs (GTID_TAGGED_LOG_EVENT) are not supported".to_owned(),
@@ -1702,6 +1697,9 @@ pub(crate) mod tests {
                     .join(",")
             ),
             EventBody::MysqlGtid { uuid, gno } => format!("MYSQL_GTID {uuid}:{gno}"),
+            EventBody::XaPrepare { one_phase, xid } => {
+                format!("XA_PREPARE {xid} one_phase={one_phase}")
+            }
             EventBody::Ignored => format!("IGNORED type {}", e.header.type_code),
         };
         format!("{} {body}", e.position.offset())
@@ -2289,7 +2287,7 @@ pub(crate) mod tests {
     }
 
     /// An XA transaction: the GTID flags say prepared / completed; the
-    /// XA_PREPARE event itself is a clear error; XA COMMIT is a statement.
+    /// XA_PREPARE event gives the xid; XA COMMIT is a statement.
     #[test]
     fn xa_transaction() {
         let results = walk_results("xa", 1);
@@ -2317,15 +2315,12 @@ pub(crate) mod tests {
                 FL_COMPLETED_XA | FL_TRANSACTIONAL | FL_ALLOW_PARALLEL | FL_STANDALONE
             )
         );
-        match &get(933).1 {
-            Err(ExtractError::Decode {
-                position,
-                event,
-                message,
-            }) => {
-                assert_eq!(position.to_string(), "mariadb-bin.000001:933");
-                assert_eq!(event, "XA_PREPARE");
-                assert!(message.contains("XA PREPARE is not supported"), "{message}");
+        match &get(933).1.as_ref().unwrap().body {
+            EventBody::XaPrepare { one_phase, xid } => {
+                assert!(!one_phase);
+                assert_eq!(xid.format_id, 7);
+                assert_eq!(xid.gtrid, b"fx-gtrid");
+                assert_eq!(xid.bqual, b"fx-bqual");
             }
             other => panic!("933: {other:?}"),
         }
@@ -2340,7 +2335,7 @@ pub(crate) mod tests {
             .filter(|(_, r)| r.is_err())
             .map(|(raw, _)| raw.position.offset())
             .collect();
-        assert_eq!(failed, [933]);
+        assert!(failed.is_empty(), "{failed:?}");
     }
 
     // -- errors ----------------------------------------------------------------

@@ -232,6 +232,34 @@ pub fn parse_gtid_list(body: &[u8], post_header_len: usize) -> Result<Vec<Gtid>,
     Ok(list)
 }
 
+/// XA_PREPARE (38, `XA_prepare_log_event`): `one_phase` u8, then the xid
+/// as MariaDB's `XID` struct: `formatID` u32 (signed), `gtrid_length`
+/// u32, `bqual_length` u32, then gtrid and bqual bytes (each at most 64,
+/// as `XIDDATASIZE` 128 in all). No post-header.
+pub fn parse_xa_prepare(body: &[u8]) -> Result<EventBody, String> {
+    let mut r = Reader::new(body);
+    let one_phase = r.u8("one_phase")? != 0;
+    let format_id = i64::from(r.u32("formatID")? as i32);
+    let gtrid_length = r.u32("gtrid_length")? as usize;
+    let bqual_length = r.u32("bqual_length")? as usize;
+    if gtrid_length > 64 || bqual_length > 64 {
+        return Err(format!(
+            "xid lengths gtrid {gtrid_length} and bqual {bqual_length} exceed 64 bytes"
+        ));
+    }
+    let gtrid = r.bytes(gtrid_length, "gtrid")?.to_vec();
+    let bqual = r.bytes(bqual_length, "bqual")?.to_vec();
+    r.finish()?;
+    Ok(EventBody::XaPrepare {
+        one_phase,
+        xid: crate::xa::Xid {
+            format_id,
+            gtrid,
+            bqual,
+        },
+    })
+}
+
 /// Decompresses one compressed part (header byte, big-endian length, zlib
 /// stream), as MariaDB's `binlog_buf_uncompress`.
 pub fn uncompress(data: &[u8]) -> Result<Vec<u8>, String> {

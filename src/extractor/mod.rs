@@ -209,6 +209,15 @@ pub enum EventBody {
         /// `FL_DDL` 32, `FL_PREPARED_XA` 64, `FL_COMPLETED_XA` 128).
         flags: u8,
     },
+    /// XA_PREPARE (38, MariaDB 10.5+): ends the event group of an `XA
+    /// PREPARE` (see [`crate::xa`]).
+    XaPrepare {
+        /// Set for `XA COMMIT … ONE PHASE` (not binlogged this way by
+        /// MariaDB; refused if seen).
+        one_phase: bool,
+        /// The prepared transaction's xid.
+        xid: crate::xa::Xid,
+    },
     /// MariaDB ANNOTATE_ROWS (160): the SQL of the following rows events.
     AnnotateRows(Vec<u8>),
     /// MariaDB BINLOG_CHECKPOINT (161).

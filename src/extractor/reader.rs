@@ -374,6 +374,54 @@ mod tests {
         }
     }
 
+    /// An XA transaction assembles into two transactions: the prepare (XA
+    /// START, rows, XA END, XA PREPARE; its own seqno and position) and
+    /// the outcome (XA COMMIT), both `#UNKNOWN`.
+    #[test]
+    fn xa_prepare_and_commit_are_two_transactions() {
+        use crate::event::Change;
+        use crate::xa::{xa_role, XaRole};
+        let txns: Vec<Transaction> = reference("xa").into_iter().map(Result::unwrap).collect();
+        assert_eq!(txns.len(), 4);
+        let (prepare, commit) = (&txns[2], &txns[3]);
+        let xid = crate::xa::Xid {
+            format_id: 7,
+            gtrid: b"fx-gtrid".to_vec(),
+            bqual: b"fx-bqual".to_vec(),
+        };
+        assert_eq!(xa_role(prepare), Some(XaRole::Prepare(xid.clone())));
+        assert_eq!(xa_role(commit), Some(XaRole::Commit(xid)));
+        assert_eq!(xa_role(&txns[1]), None);
+        let statements: Vec<String> = prepare
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Statement(s) => Some(String::from_utf8_lossy(&s.sql).into_owned()),
+                _ => None,
+            })
+            .collect();
+        let x = "X'66782d6774726964',X'66782d627175616c',7";
+        assert_eq!(
+            statements,
+            [
+                format!("XA START {x}"),
+                format!("XA END {x}"),
+                format!("XA PREPARE {x}")
+            ]
+        );
+        assert_eq!(prepare.row_count(), 1);
+        assert_eq!(
+            (prepare.seqno.get(), prepare.gtid.unwrap().to_string()),
+            (2, "0-1-3".to_owned())
+        );
+        assert_eq!(prepare.end_position.to_string(), "mariadb-bin.000001:985");
+        assert_eq!(commit.end_position.to_string(), "mariadb-bin.000001:1157");
+        assert_eq!(
+            (prepare.shard.as_str(), commit.shard.as_str()),
+            ("#UNKNOWN", "#UNKNOWN")
+        );
+    }
+
     /// The reader's fast path (one raw event straight to the assembler)
     /// gives exactly what decoding every event with `decode_expanded` gives.
     #[tokio::test]
