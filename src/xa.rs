@@ -148,7 +148,7 @@ pub fn xa_role(txn: &Transaction) -> Option<XaRole> {
     let (verb, xid) = xa_statement(first)?;
     match verb {
         "START" => {
-            let last = statements.last()?;
+            let last = statements.next_back()?;
             match xa_statement(last) {
                 Some(("PREPARE", x)) if x == xid => Some(XaRole::Prepare(xid)),
                 _ => None,
