@@ -54,6 +54,8 @@ use crate::event::{
 };
 use crate::position::{ChannelId, Seqno};
 
+mod xa;
+
 /// What the scheduler sends a channel.
 #[derive(Clone, Debug)]
 pub enum Work {
@@ -909,6 +911,25 @@ impl Channel {
         ddl: bool,
         marker: &Marker,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        if let Some((txn, epoch, role)) = todo
+            .iter()
+            .find_map(|(t, e)| crate::xa::xa_role(t).map(|r| (t, *e, r)))
+        {
+            // XA transactions are #UNKNOWN, hence critical: always alone.
+            if todo.len() != 1 {
+                return Err((
+                    self.error_at(
+                        Some((txn, epoch)),
+                        "",
+                        &mysql_async::Error::Other(
+                            "an XA transaction in a block with others (it must run alone)".into(),
+                        ),
+                    ),
+                    None,
+                ));
+            }
+            return self.try_xa(txn, epoch, &role, marker).await;
+        }
         {
             let (first, epoch) = todo[0];
             self.set_origin(first, *epoch).await?;
