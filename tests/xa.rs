@@ -317,10 +317,12 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     run(&mut replica, &rewind(prepare_seqno)).await;
     let process = start(sb, &spec);
     wait_applied_to_master(sb, &spec).await;
+    // The channel that ran it moved to it (the other has no marker yet).
     assert_eq!(
-        spec.restart_seqnos(sb).await,
-        [prepare_seqno, prepare_seqno]
+        spec.restart_seqnos(sb).await.into_iter().max(),
+        Some(prepare_seqno)
     );
+    assert_eq!(prepared(sb, TARGET, &prefix).await.len(), 1);
     assert!(process.log_text().contains("not preparing it again"));
 
     // The commit: applied, then "crashed" before its restart row.
@@ -334,7 +336,10 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     run(&mut replica, &rewind(commit_seqno)).await;
     let process = start(sb, &spec);
     wait_applied_to_master(sb, &spec).await;
-    assert_eq!(spec.restart_seqnos(sb).await, [commit_seqno, commit_seqno]);
+    assert_eq!(
+        spec.restart_seqnos(sb).await.into_iter().max(),
+        Some(commit_seqno)
+    );
     assert!(process
         .log_text()
         .contains("XA outcome ran before the last stop"));
