@@ -138,8 +138,8 @@ async fn ids(sb: &Sandbox, server: Server, schema: &str) -> Vec<i32> {
 async fn prepare_commit_rollback_restart_and_kill_while_prepared() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
+    rollback_leftovers(sb, "sxa").await;
     let prefix = format!("sxa{}", std::process::id());
-    rollback_leftovers(sb, &prefix).await;
     stop_target_slave(sb).await;
     let a = unique_schema("xa_a");
     let b = unique_schema("xa_b");
@@ -280,8 +280,8 @@ fn hex(bytes: &[u8]) -> String {
 async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
+    rollback_leftovers(sb, "cxa").await;
     let prefix = format!("cxa{}", std::process::id());
-    rollback_leftovers(sb, &prefix).await;
     stop_target_slave(sb).await;
     let a = unique_schema("xa_crash");
     let start_at = master_position(sb).await;
@@ -412,8 +412,8 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
 async fn takeover_and_handback_with_an_open_prepared_transaction() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
+    rollback_leftovers(sb, "txa").await;
     let prefix = format!("txa{}", std::process::id());
-    rollback_leftovers(sb, &prefix).await;
     native_from_now(sb).await;
     let a = unique_schema("xa_take");
     let b = unique_schema("xa_take_b");
