@@ -553,6 +553,74 @@ mod tests {
         Ok(out)
     }
 
+    fn xa_prepare(one_phase: bool) -> EventBody {
+        EventBody::XaPrepare {
+            one_phase,
+            xid: crate::xa::Xid {
+                format_id: 1,
+                gtrid: b"g".to_vec(),
+                bqual: Vec::new(),
+            },
+        }
+    }
+
+    /// An XA PREPARE group ends at XA_PREPARE, which must follow the XA END
+    /// of its xid inside a transaction; ONE PHASE is refused; the
+    /// resume position moves past it.
+    #[test]
+    fn xa_prepare_groups() {
+        let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+        let txns = run(
+            &mut a,
+            vec![
+                gtid(1, 64 | 4 | 8),
+                EventBody::TableMap(table(3, "s")),
+                insert(3, 1),
+                statement("XA END X'67',X'',1", Some("s")),
+                xa_prepare(false),
+            ],
+        )
+        .unwrap();
+        assert_eq!(txns.len(), 1);
+        assert_eq!(txns[0].shard, UNKNOWN_SHARD);
+        assert_eq!(a.resume_position(), &pos(150));
+        assert!(matches!(
+            crate::xa::xa_role(&txns[0]),
+            Some(crate::xa::XaRole::Prepare(_))
+        ));
+        for (bodies, want) in [
+            (vec![xa_prepare(false)], "XA_PREPARE outside a transaction"),
+            (
+                vec![gtid(2, 64 | 4), insert(3, 1), xa_prepare(false)],
+                "not preceded by XA END",
+            ),
+            (
+                vec![
+                    gtid(2, 64 | 4),
+                    statement("XA END X'68'", None),
+                    xa_prepare(false),
+                ],
+                "not preceded by XA END",
+            ),
+            (
+                vec![
+                    gtid(2, 64 | 4),
+                    statement("XA END X'67'", None),
+                    xa_prepare(true),
+                ],
+                "one_phase",
+            ),
+        ] {
+            let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+            let mut bodies = bodies;
+            if bodies.len() == 3 && matches!(bodies[1], EventBody::Rows { .. }) {
+                bodies.insert(1, EventBody::TableMap(table(3, "s")));
+            }
+            let err = run(&mut a, bodies).unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+
     #[test]
     fn mariadb_row_transaction_ends_at_xid_with_its_position_and_shard() {
         let mut a = Assembler::new(Seqno(5), pos(4), GtidPos::new());

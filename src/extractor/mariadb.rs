@@ -416,6 +416,43 @@ mod tests {
         raw.bytes[19..raw.bytes.len() - 4].to_vec()
     }
 
+    /// XA_PREPARE: the fixture's xid; a negative formatID; truncated and
+    /// oversized bodies are clear errors.
+    #[test]
+    fn xa_prepare_body() {
+        let body = body_of("xa", 933);
+        match parse_xa_prepare(&body).unwrap() {
+            EventBody::XaPrepare { one_phase, xid } => {
+                assert!(!one_phase);
+                assert_eq!(xid.to_sql(), "X'66782d6774726964',X'66782d627175616c',7");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut negative = vec![1];
+        negative.extend_from_slice(&(-2i32).to_le_bytes());
+        negative.extend_from_slice(&1u32.to_le_bytes());
+        negative.extend_from_slice(&0u32.to_le_bytes());
+        negative.push(b'g');
+        match parse_xa_prepare(&negative).unwrap() {
+            EventBody::XaPrepare { one_phase, xid } => {
+                assert!(one_phase);
+                assert_eq!(xid.to_sql(), "X'67',X'',-2");
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = parse_xa_prepare(&body[..body.len() - 1]).unwrap_err();
+        assert!(err.contains("truncated bqual"), "{err}");
+        let mut long = body.clone();
+        long.push(0);
+        assert!(parse_xa_prepare(&long)
+            .unwrap_err()
+            .contains("unexpected bytes"));
+        let mut oversized = body.clone();
+        oversized[5..9].copy_from_slice(&65u32.to_le_bytes());
+        let err = parse_xa_prepare(&oversized).unwrap_err();
+        assert!(err.contains("gtrid 65"), "{err}");
+    }
+
     fn gtid_body(seq: u64, domain: u32, flags: u8, tail: &[u8]) -> Vec<u8> {
         let mut b = seq.to_le_bytes().to_vec();
         b.extend_from_slice(&domain.to_le_bytes());
