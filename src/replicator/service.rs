@@ -978,6 +978,15 @@ impl ControlHandler for Service {
                 .map_err(|e| failed(format!("reset: {e}")))?;
             let mut rows = 0;
             if exists == Some(1) {
+                rows = conn
+                    .query_first::<u64, _>(format!(
+                        "SELECT COUNT(*) FROM {}.{}",
+                        crate::applier::sql::quote_ident(&catalog),
+                        crate::applier::sql::quote_ident(restart::RESTART_TABLE)
+                    ))
+                    .await
+                    .map_err(|e| failed(format!("reset: {e}")))?
+                    .unwrap_or(0);
                 conn.query_drop_no_log(&format!(
                     "DELETE FROM {}.{}",
                     crate::applier::sql::quote_ident(&catalog),
@@ -985,7 +994,6 @@ impl ControlHandler for Service {
                 ))
                 .await
                 .map_err(|e| failed(format!("reset: clearing the restart rows: {e}")))?;
-                rows = conn.affected_rows();
             }
             let skips = skipped::clear(&mut conn, &catalog)
                 .await
