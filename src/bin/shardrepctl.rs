@@ -118,7 +118,8 @@ enum Command {
     },
     /// Hand the replica back to native replication at the position after
     /// the last applied transaction (CHANGE MASTER TO ...). Refused unless
-    /// the service is OFFLINE:NORMAL after a clean offline.
+    /// the service is offline (OFFLINE:NORMAL after a clean offline, or
+    /// OFFLINE:ERROR) with every channel at one seqno.
     Handback {
         /// Run START SLAVE afterwards.
         #[arg(long)]

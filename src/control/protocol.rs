@@ -128,8 +128,9 @@ pub enum Request {
     /// --json` prints it).
     LogInfo,
     /// `handback`: point the replica's native replication at the position
-    /// after the last applied transaction (refused unless the last offline
-    /// was clean).
+    /// after the last applied transaction (refused unless every channel's
+    /// restart row is at one seqno and the last offline was not immediate;
+    /// at the takeover position when nothing was applied).
     Handback {
         /// Run `START SLAVE` afterwards.
         #[serde(default)]

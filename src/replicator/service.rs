@@ -10,12 +10,18 @@
 //! - `offline` asks the run for a clean stop (STOP marker: every channel
 //!   ends at one seqno); `--immediate` stops without it; `--at-seqno N`
 //!   stops cleanly once N is handled.
-//! - A definite error ends the run: OFFLINE:ERROR with the pending error;
-//!   `online` retries, optionally skipping named seqnos.
-//! - `handback` (OFFLINE:NORMAL, every restart row at one seqno) points the
-//!   replica's native replication at the position after that seqno
-//!   ([`crate::replica::handback`]), then clears the service's queue and
-//!   restart rows, so the next `online` takes over again.
+//! - A definite error ends the run: OFFLINE:ERROR with the pending error,
+//!   which ends with the way out; `online` retries, optionally skipping
+//!   named seqnos (recorded in the catalog first,
+//!   [`crate::applier::skipped`], so they are never applied later).
+//! - `handback` (OFFLINE:NORMAL or OFFLINE:ERROR, every restart row at one
+//!   seqno, or every row empty with the takeover position recorded) points
+//!   the replica's native replication at the position after that seqno
+//!   ([`crate::replica::handback`]), then clears the service's queue,
+//!   restart rows and recorded skips, so the next `online` takes over
+//!   again.
+//! - `reset --confirm NAME` (offline) clears the same without touching
+//!   native replication: the way out when the source cannot continue.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
