@@ -1135,6 +1135,15 @@ async fn skipped_seqnos_are_recorded_and_never_applied_later() {
         "{s}"
     );
 
+    // A seqno every channel has passed cannot be recorded as skipped.
+    let (code, _, err) = ctl(&spec, &["online", "--skip-seqno", "3,5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("seqno 3 is already handled (every channel's restart row is at seqno 4"),
+        "{err}"
+    );
+    assert_eq!(status(&spec)["state"], "OFFLINE:ERROR");
+
     ctl_ok(&spec, &["online", "--skip-seqno", "5"]);
     wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);

@@ -207,6 +207,22 @@ impl Service {
             }
         }
         if let Some(skip) = &skip {
+            // A seqno every channel has passed was applied (or dropped):
+            // recording it as skipped would misreport the history.
+            if let (Some(applied), Some(&(low, _))) =
+                (applied_summary(&inner.last_rows).0, skip.ranges().first())
+            {
+                if low <= applied {
+                    return Err(ControlError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "online --skip-seqno {skip}: seqno {low} is already handled (every \
+                             channel's restart row is at seqno {applied} or later); name seqnos \
+                             above {applied}"
+                        ),
+                    ));
+                }
+            }
             if skip.count() > skipped::MAX_SKIPS_PER_REQUEST {
                 return Err(ControlError::new(
                     ErrorKind::Invalid,
@@ -1178,5 +1194,91 @@ impl QueryNoLog for mysql_async::Conn {
         self.query_drop("SET SESSION sql_log_bin = 0").await?;
         self.query_drop(sql).await?;
         self.query_drop("SET SESSION sql_log_bin = DEFAULT").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
+        RestartRow {
+            channel,
+            seqno: seqno.map(Seqno),
+            epoch: 0,
+            event_id: event_id.into(),
+            gtid: if event_id.is_empty() {
+                String::new()
+            } else {
+                "0-1-7".into()
+            },
+            shard_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn handback_position_from_the_rows() {
+        let at = "mariadb-bin.000002:610";
+        let (seqno, position, gtid) =
+            handback_position(&[row(0, Some(9), at), row(1, Some(9), at)], "sjc").unwrap();
+        assert_eq!(seqno, Some(Seqno(9)));
+        assert_eq!(position.to_string(), at);
+        assert_eq!(gtid.map(|g| g.to_string()).as_deref(), Some("0-1-7"));
+        // Nothing applied since the takeover: its position, no seqno.
+        let (seqno, position, _) =
+            handback_position(&[row(0, None, at), row(1, None, at)], "sjc").unwrap();
+        assert_eq!((seqno, position.to_string().as_str()), (None, at));
+        let differ =
+            handback_position(&[row(0, Some(8), at), row(1, Some(9), at)], "sjc").unwrap_err();
+        assert!(
+            differ
+                .message
+                .starts_with("the channels' restart rows are at different seqnos (8,9)"),
+            "{}",
+            differ.message
+        );
+        assert!(differ.message.contains("`shardrepctl reset --confirm sjc`"));
+        let none = handback_position(&[row(0, None, ""), row(1, None, "")], "sjc").unwrap_err();
+        assert!(
+            none.message.contains("no takeover position"),
+            "{}",
+            none.message
+        );
+        let empty = handback_position(&[], "sjc").unwrap_err();
+        assert!(empty.message.contains("no restart position"));
+    }
+
+    #[test]
+    fn every_error_of_the_source_names_a_way_out() {
+        let at = "mariadb-bin.000002:610";
+        let rows = [row(0, Some(9), at), row(1, Some(9), at)];
+        let purged = RunError::Extract {
+            message: "binlog purged".into(),
+            code: Some(1236),
+        };
+        let text = way_out(&purged, &rows, "sjc");
+        assert!(
+            text.contains(
+                "Re-seed the replica from the master, then `shardrepctl reset --confirm sjc`"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("handback"), "{text}");
+        let other = RunError::Extract {
+            message: "XA PREPARE".into(),
+            code: None,
+        };
+        let text = way_out(&other, &rows, "sjc");
+        assert!(
+            text.contains(
+                "`shardrepctl handback` hands the replica back to native replication at the \
+                 applied position (seqno 9, binlog position mariadb-bin.000002:610)"
+            ),
+            "{text}"
+        );
+        let uneven = [row(0, Some(8), at), row(1, Some(9), at)];
+        let text = way_out(&other, &uneven, "sjc");
+        assert!(!text.contains("handback"), "{text}");
+        assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
     }
 }
