@@ -314,6 +314,12 @@ pub fn run(
                 .find(|r| r.seqno == Some(applied))
                 .expect("the minimum is a row's");
             let all_equal = rows.iter().all(|r| r.seqno == Some(applied));
+            let different_seqnos_advice = format!(
+                "The channels are at different seqnos: restore the queue directory, or \
+                 re-seed the replica and `shardrepctl reset --confirm {}` (see the README, \
+                 recovering a lost queue).",
+                config.service.name
+            );
             return Err(RunError::setup(format!(
                 "the queue {} is empty, but the replica's restart rows ({catalog}.{}) show \
                  channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
@@ -327,8 +333,7 @@ pub fn run(
                      error), `shardrepctl handback` (hands the replica back to native replication \
                      there), then `shardrepctl online` takes it over afresh."
                 } else {
-                    "The channels are at different seqnos: restore the queue directory, or see \
-                     the README (recovering a lost queue)."
+                    &different_seqnos_advice
                 }
             )));
         }
