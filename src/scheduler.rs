@@ -220,11 +220,11 @@ where
             marker.gtid = gtid_position;
         }
         let marker = Arc::new(marker);
-        let route = if settings
+        let skipped = settings
             .skip_seqnos
             .iter()
-            .any(|r| r.contains(&seqno.get()))
-        {
+            .any(|r| r.contains(&seqno.get()));
+        let route = if skipped {
             tracing::warn!(
                 seqno = seqno.get(),
                 event_id = %txn.end_position,
@@ -248,6 +248,9 @@ where
                     message,
                 });
             }
+            // A DBA's skip is counted in `skipped` only, not as a drop
+            // of the shard filter.
+            Route::Drop { .. } if skipped => {}
             Route::Drop { reason, warn } => {
                 if warn {
                     tracing::warn!(seqno = seqno.get(), shard = %txn.shard, %reason, "transaction dropped");

@@ -348,3 +348,87 @@ async fn a_second_takeover_of_an_owned_replica_is_refused() {
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     first.remove(sb).await;
 }
+
+// Issue 14 item 7.3. A takeover, then at once a clean offline with nothing
+// applied (every restart row at "-"): `handback` points native
+// replication back at the takeover position; it continues with no error
+// and the replica ends equal to the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handback_right_after_a_takeover_with_nothing_applied() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    native_from_now(sb).await;
+    let schema = unique_schema("empty");
+    let q = quote_ident(&schema);
+    run_on_master(
+        sb,
+        &format!(
+            "CREATE DATABASE {q}; CREATE TABLE {q}.ev (id INT PRIMARY KEY, payload CHAR(32), n INT); \
+             INSERT INTO {q}.ev VALUES (1, 'native', 0)"
+        ),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    let mut replica = sb.connect(TARGET).await;
+    let native = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    let gtid_before: String = replica
+        .query_first("SELECT @@gtid_slave_pos")
+        .await
+        .unwrap()
+        .unwrap();
+
+    let spec = ServiceSpec::new("empty", std::slice::from_ref(&schema), "takeover");
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    ctl_ok(&spec, &["offline"]);
+    assert_eq!(spec.restart_seqnos(sb).await, [-1; 4], "nothing applied");
+    let handback: Value =
+        serde_json::from_str(&ctl_ok(&spec, &["--json", "handback", "--start-slave"])).unwrap();
+    assert_eq!(handback["seqno"], Value::Null, "{handback}");
+    assert_eq!(
+        handback["masterLogFile"].as_str(),
+        Some(native.relay_master_log_file.as_str()),
+        "{handback}"
+    );
+    assert_eq!(
+        handback["masterLogPos"].as_u64(),
+        Some(native.exec_master_log_pos),
+        "{handback}"
+    );
+    assert_eq!(
+        handback["gtidSlavePos"].as_str(),
+        Some(gtid_before.as_str()),
+        "{handback}"
+    );
+    assert_eq!(handback["slaveStarted"], true, "{handback}");
+    assert!(spec.restart_seqnos(sb).await.is_empty());
+
+    run_on_master(
+        sb,
+        &format!("INSERT INTO {q}.ev VALUES (2, 'native again', 1); UPDATE {q}.ev SET n = 5 WHERE id = 1"),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    tables_equal(sb, std::slice::from_ref(&schema)).await;
+    let rows: Vec<(i32, String, i32)> = replica
+        .query(format!("SELECT id, payload, n FROM {q}.ev ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, "native".to_string(), 5),
+            (2, "native again".to_string(), 1)
+        ]
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    spec.remove(sb).await;
+}

@@ -35,6 +35,7 @@ const STATUS_KEYS: &[&str] = &[
     "serializationCount",
     "droppedCount",
     "skippedCount",
+    "skippedSeqnos",
     "minimumStoredSeqNo",
     "maximumStoredSeqNo",
     "pendingError",
@@ -1075,4 +1076,294 @@ async fn offline_handback_points_native_replication_after_the_last_seqno() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no restart position"), "{err}");
     cleanup(sb, &spec, process, &[a]).await;
+}
+
+/// Inserts `(id, n)` into `schema.t` on the replica without binlogging:
+/// a row the master does not have, so that the master's insert of `id`
+/// fails there with a duplicate key (1062).
+async fn conflicting_row_on_replica(sb: &Sandbox, schema: &str, id: i32, n: i32) {
+    sb.connect(TARGET)
+        .await
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; INSERT INTO {}.t VALUES ({id}, {n})",
+            quote_ident(schema)
+        ))
+        .await
+        .unwrap();
+}
+
+// Issue 14 §5. Two skips in a row: seqno 5 fails (a conflicting row on
+// the replica), `online --skip-seqno 5`; then 6 fails, `online
+// --skip-seqno 6`. The first skip holds although the channel's restart
+// row never passed 5 (it was recorded in the catalog), and both hold
+// after a `kill -9` right after the second skip: 5 and 6 are never
+// applied. They are counted as skipped (not dropped) and shown in status
+// and the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_seqnos_are_recorded_and_never_applied_later() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("skip2");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("skip2", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    conflicting_row_on_replica(sb, &a, 5, 99).await;
+    conflicting_row_on_replica(sb, &a, 6, 99).await;
+    // 5 and 6, queued together: both conflict.
+    on_master(
+        sb,
+        &format!("INSERT INTO {qa}.t VALUES (5, 0); INSERT INTO {qa}.t VALUES (6, 0)"),
+    )
+    .await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 5, "{s}");
+    assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+    let error = s["pendingError"].as_str().unwrap();
+    assert!(
+        error.contains("`shardrepctl online --skip-seqno 5`"),
+        "the error names the way out: {s}"
+    );
+    assert!(
+        error.contains(&format!("`shardrepctl reset --confirm {}`", spec.service)),
+        "{s}"
+    );
+
+    // A seqno every channel has passed cannot be recorded as skipped.
+    let (code, _, err) = ctl(&spec, &["online", "--skip-seqno", "3,5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("seqno 3 is already handled (every channel's restart row is at seqno 4"),
+        "{err}"
+    );
+    assert_eq!(status(&spec)["state"], "OFFLINE:ERROR");
+
+    ctl_ok(&spec, &["online", "--skip-seqno", "5"]);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 6, "the skip of 5 held: {s}");
+    assert_eq!(s["skippedCount"], 1, "{s}");
+    assert_eq!(s["skippedSeqnos"], "5", "{s}");
+    assert_eq!(s["droppedCount"], 0, "{s}");
+    // The failing channel's restart row is still below 5: only the
+    // catalog says 5 is skipped.
+    assert!(
+        spec.restart_seqnos(sb).await.iter().any(|&r| r < 5),
+        "{:?}",
+        spec.restart_seqnos(sb).await
+    );
+
+    // Skip 6, the last queued seqno, and kill -9 as soon as the run
+    // applies (nothing after 6 exists to commit on that channel).
+    ctl_ok(&spec, &["online", "--skip-seqno", "6"]);
+    wait_state(&spec, "ONLINE");
+    process.kill();
+    let mut replica = sb.connect(TARGET).await;
+    let recorded: Vec<(u64, String)> = replica
+        .query(format!(
+            "SELECT seqno, shard_id FROM {}.skipped_seqno ORDER BY seqno",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert_eq!(recorded, [(5, a.clone()), (6, a.clone())]);
+
+    // Restarted without any --skip-seqno: neither 5 nor 6 is applied.
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    on_master(sb, &format!("INSERT INTO {qa}.t VALUES (7, 0)")).await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["appliedLastSeqno"], 7, "{s}");
+    assert_eq!(s["skippedCount"], 2, "{s}");
+    assert_eq!(s["skippedSeqnos"], "5-6", "{s}");
+    assert_eq!(s["droppedCount"], 0, "a skip is not a drop: {s}");
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        [(1, 0), (2, 0), (3, 0), (5, 99), (6, 99), (7, 0)]
+    );
+    let log = process.log_text();
+    assert!(
+        log.contains("seqnos recorded as skipped") && log.contains("seqnos=5,6"),
+        "the log names the skipped seqnos: {log}"
+    );
+    ctl_ok(&spec, &["offline"]);
+    assert_eq!(spec.restart_seqnos(sb).await, [7; 4]);
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
+// Issue 14 §6. The master purged a binlog the service still needs: the
+// service is OFFLINE:ERROR (1236) and pendingError says what to do (re-seed,
+// then reset). `reset` is refused without the service's name; with it, it
+// removes the queue, the restart rows and the recorded skips; with the
+// replica re-seeded and a new start position, the service applies again
+// and the replica ends equal to the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purged_binlog_error_is_left_by_reset_and_a_new_start() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("reset");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    create_table(sb, &a, 2).await;
+    let mut spec = ServiceSpec::new("reset", std::slice::from_ref(&a), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    // A transaction after the restart position, then its binlog purged.
+    on_master(sb, &format!("INSERT INTO {qa}.t VALUES (3, 0)")).await;
+    flush_and_purge_binlogs(sb).await;
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1236, "{s}");
+    let error = s["pendingError"].as_str().unwrap();
+    assert!(
+        error.contains("Re-seed the replica from the master, then `shardrepctl reset --confirm ")
+            && error.contains(&spec.service),
+        "status names the way out: {s}"
+    );
+    // online fails the same way; handback does not help (the binlog is gone).
+    let (code, _, err) = ctl(&spec, &["reset", "--confirm", "not-this-one"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("confirm with --confirm {}", spec.service)),
+        "{err}"
+    );
+    assert_eq!(spec.restart_seqnos(sb).await.len(), 4, "nothing removed");
+    assert!(spec.dir.join("queue").exists());
+
+    let reset = ctl_json(&spec, &["reset", "--confirm", &spec.service]);
+    assert_eq!(
+        reset,
+        serde_json::json!({
+            "state": "OFFLINE:NORMAL",
+            "queueRemoved": spec.dir.join("queue").display().to_string(),
+            "restartRowsDeleted": 4,
+            "skippedDeleted": 0,
+        })
+    );
+    assert!(spec.restart_seqnos(sb).await.is_empty());
+    assert!(!spec.dir.join("queue").exists());
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(s["appliedLastSeqno"], Value::Null, "{s}");
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+
+    // Re-seed the replica's copy from the quiet master, and start at the
+    // master's position now.
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; REPLACE INTO {qa}.t VALUES (3, 0)"
+        ))
+        .await
+        .unwrap();
+    spec.start = master_position(sb).await;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    on_master(
+        sb,
+        &format!("INSERT INTO {qa}.t VALUES (4, 0); UPDATE {qa}.t SET n = 1 WHERE id = 3"),
+    )
+    .await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["appliedLastSeqno"], 1, "{s}");
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        [(1, 0), (2, 0), (3, 1), (4, 0)]
+    );
+    assert_table_equal(sb, Server::Master, TARGET, &a, "t").await;
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
+// Issue 14 item 7.5. After an apply error, status shows the applied seqno
+// the replica's restart rows hold, not the rows read when the process
+// started, even when the replica refuses new connections at that moment
+// (the service's account is locked while its channels stay connected).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_after_an_apply_error_shows_the_restart_rows() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let user = format!("sr_lock{}", std::process::id());
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; \
+             CREATE OR REPLACE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{}'; \
+             GRANT ALL PRIVILEGES ON *.* TO '{user}'@'127.0.0.1'",
+            sb.password
+        ))
+        .await
+        .unwrap();
+    let a = unique_schema("st75");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let mut spec = ServiceSpec::new("st75", std::slice::from_ref(&a), &start);
+    spec.replica_user = Some(user.clone());
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["appliedLastSeqno"], 4, "{s}");
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+
+    // A new process starts with the rows at 4, then applies 5-9.
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    on_master(
+        sb,
+        &(4..=8)
+            .map(|id| format!("INSERT INTO {qa}.t VALUES ({id}, 0);"))
+            .collect::<String>(),
+    )
+    .await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["appliedLastSeqno"], 9, "{s}");
+    ctl_ok(&spec, &["wait", "--applied", "9", "--timeout-secs", "60"]);
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; ALTER USER '{user}'@'127.0.0.1' ACCOUNT LOCK"
+        ))
+        .await
+        .unwrap();
+    conflicting_row_on_replica(sb, &a, 9, 99).await;
+    on_master(sb, &format!("INSERT INTO {qa}.t VALUES (9, 0)")).await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 10, "{s}");
+    let rows = spec.restart_seqnos(sb).await;
+    // The failing channel stays at 9; the others synced past the failed
+    // seqno.
+    assert_eq!(rows.iter().min(), Some(&9), "{rows:?}");
+    assert_eq!(s["appliedLastSeqno"], 9, "not the process start's 4: {s}");
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; ALTER USER '{user}'@'127.0.0.1' ACCOUNT UNLOCK"
+        ))
+        .await
+        .unwrap();
+    ctl_ok(&spec, &["offline"]);
+    assert_eq!(status(&spec)["appliedLastSeqno"], 9);
+    cleanup(sb, &spec, process, &[a]).await;
+    sb.connect(TARGET)
+        .await
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DROP USER '{user}'@'127.0.0.1'"
+        ))
+        .await
+        .unwrap();
 }

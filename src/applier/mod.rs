@@ -5,9 +5,11 @@
 //!   cached, multi-row inserts).
 //! - [`retry`]: which errors are retried and which stop the service.
 //! - [`restart`]: the per-channel restart rows in the catalog schema.
+//! - [`skipped`]: the seqnos the DBA chose to skip, in the catalog schema.
 //! - [`channel`]: one channel's thread, blocks and commits.
 
 pub mod channel;
 pub mod restart;
 pub mod retry;
+pub mod skipped;
 pub mod sql;

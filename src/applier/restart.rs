@@ -304,6 +304,43 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
         .collect())
 }
 
+/// Records where a takeover started on the rows of channels that have
+/// committed nothing yet (`seqno` -1): `event_id` is the takeover's binlog
+/// position and `gtid` the replica's `gtid_slave_pos` there. Rows at -1
+/// with an event id then say "nothing applied since this position", which
+/// a handback uses when nothing was applied. Written with
+/// `sql_log_bin = 0`.
+///
+/// # Errors
+/// [`RestartError::Sql`].
+pub async fn record_start(
+    conn: &mut Conn,
+    catalog: &str,
+    event_id: &str,
+    gtid: &str,
+) -> Result<(), RestartError> {
+    let sql_err = |source| RestartError::Sql {
+        catalog: catalog.to_string(),
+        source,
+    };
+    conn.query_drop("SET SESSION sql_log_bin = 0")
+        .await
+        .map_err(sql_err)?;
+    conn.exec_drop(
+        format!(
+            "UPDATE {}.{} SET event_id = ?, gtid = ? WHERE seqno = -1",
+            quote_ident(catalog),
+            quote_ident(RESTART_TABLE)
+        ),
+        (event_id, gtid),
+    )
+    .await
+    .map_err(sql_err)?;
+    conn.query_drop("SET SESSION sql_log_bin = DEFAULT")
+        .await
+        .map_err(sql_err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

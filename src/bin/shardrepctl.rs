@@ -15,7 +15,7 @@ use shardrep::replicator::state::{SkipSeqnos, State};
 use shardrep::shard::map::{parse_entries, ShardEntry, ShardMap};
 
 /// shardrepctl: control a running shardrep service (status, online,
-/// offline, wait, shard map edits, queue inspection, handback) over its
+/// offline, wait, shard map edits, queue inspection, handback, reset) over its
 /// control socket, like Tungsten's trepctl.
 ///
 /// The socket is found with --socket PATH or with --config FILE (its
@@ -118,11 +118,24 @@ enum Command {
     },
     /// Hand the replica back to native replication at the position after
     /// the last applied transaction (CHANGE MASTER TO ...). Refused unless
-    /// the service is OFFLINE:NORMAL after a clean offline.
+    /// the service is offline (OFFLINE:NORMAL after a clean offline, or
+    /// OFFLINE:ERROR) with every channel at one seqno.
     Handback {
         /// Run START SLAVE afterwards.
         #[arg(long)]
         start_slave: bool,
+    },
+    /// Forget the service's replication state: remove its queue, its
+    /// restart rows and its recorded skips (the shard map stays; native
+    /// replication is not touched), so that the next `online` takes the
+    /// replica over afresh or starts at `source.start`. The way out when
+    /// the source cannot continue (e.g. its binlog is purged: re-seed the
+    /// replica). Refused while online, and unless --confirm names the
+    /// service.
+    Reset {
+        /// The service's name (`[service] name`), to confirm.
+        #[arg(long, value_name = "SERVICE_NAME")]
+        confirm: String,
     },
 }
 
@@ -313,6 +326,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
         Command::Handback { start_slave } => {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
+        Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
     }
     Ok(())
 }

@@ -128,12 +128,21 @@ pub enum Request {
     /// --json` prints it).
     LogInfo,
     /// `handback`: point the replica's native replication at the position
-    /// after the last applied transaction (refused unless the last offline
-    /// was clean).
+    /// after the last applied transaction (refused unless every channel's
+    /// restart row is at one seqno and the last offline was not immediate;
+    /// at the takeover position when nothing was applied).
     Handback {
         /// Run `START SLAVE` afterwards.
         #[serde(default)]
         start_slave: bool,
+    },
+    /// `reset`: forget the service's replication state (queue, restart
+    /// rows, recorded skips) so that a fresh takeover or a configured
+    /// start position can follow; refused while a run is active and
+    /// unless `confirm` is the service's name.
+    Reset {
+        /// The service's name, typed by the operator to confirm.
+        confirm: String,
     },
 }
 
@@ -158,6 +167,7 @@ impl Request {
             Request::LogList { .. } => "logList",
             Request::LogInfo => "logInfo",
             Request::Handback { .. } => "handback",
+            Request::Reset { .. } => "reset",
         }
     }
 
@@ -439,9 +449,12 @@ pub struct Status {
     /// `droppedCount`: transactions dropped by the shard filter since the
     /// service started.
     pub dropped_count: u64,
-    /// `skippedCount`: transactions skipped by `online --skip-seqno` since
-    /// the service started.
+    /// `skippedCount`: seqnos the DBA chose not to apply (`online
+    /// --skip-seqno`), as recorded in the replica's catalog since the
+    /// takeover (or the last `reset`); not counted in `droppedCount`.
     pub skipped_count: u64,
+    /// `skippedSeqnos`: those seqnos, as `N[,M-K...]`; `null` when none.
+    pub skipped_seqnos: Option<String>,
     /// `minimumStoredSeqNo`: the lowest seqno in the queue.
     pub minimum_stored_seq_no: Option<u64>,
     /// `maximumStoredSeqNo`: the highest seqno in the queue (the last
@@ -482,6 +495,7 @@ impl Status {
             serialization_count: 0,
             dropped_count: 0,
             skipped_count: 0,
+            skipped_seqnos: None,
             minimum_stored_seq_no: None,
             maximum_stored_seq_no: None,
             pending_error: None,
@@ -741,6 +755,12 @@ mod tests {
             Request::Handback { start_slave: false },
             r#"{"request":"handback","startSlave":false}"#,
         );
+        round_trip(
+            Request::Reset {
+                confirm: "sjc".into(),
+            },
+            r#"{"request":"reset","confirm":"sjc"}"#,
+        );
         // Defaults.
         assert_eq!(
             serde_json::from_str::<Request>(r#"{"request":"wait","until":{"applied":1}}"#).unwrap(),
@@ -862,6 +882,7 @@ mod tests {
                 "serializationCount",
                 "serviceName",
                 "skippedCount",
+                "skippedSeqnos",
                 "state",
                 "timeInStateSeconds",
                 "untilSeqno",

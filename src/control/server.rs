@@ -152,6 +152,15 @@ pub trait ControlHandler: Send + Sync {
         let _ = start_slave;
         Err(ControlError::unsupported("handback"))
     }
+
+    /// `reset`: remove the service's queue, restart rows and recorded
+    /// skips (native replication is not touched), refused unless
+    /// `confirm` is the service's name and nothing runs; answer with what
+    /// was removed.
+    fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
+        let _ = confirm;
+        Err(ControlError::unsupported("reset"))
+    }
 }
 
 /// Why the control server could not start.
@@ -647,6 +656,7 @@ pub fn dispatch(
         Request::LogList { low, high } => to_json(handler.log_list(low, high)?),
         Request::LogInfo => handler.log_info(),
         Request::Handback { start_slave } => handler.handback(start_slave),
+        Request::Reset { confirm } => handler.reset(&confirm),
     }
 }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::applier::channel::{self, ChannelSettings, Progress, Work};
 use crate::applier::restart::{self, RestartRow};
+use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::{Config, StartPosition};
 use crate::extractor::live::{gtid_start_after_purge, LiveOptions};
 use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};
@@ -261,7 +262,8 @@ pub fn run(
         Some(path) => Some(ShardMap::load(path).map_err(|e| RunError::setup(e.to_string()))?),
         None => None,
     };
-    let (rows, map) = runtime.block_on(async {
+    let requested_skips = requested_skips(&queue, &options.skip_seqnos)?;
+    let (rows, map, recorded_skips) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
@@ -274,13 +276,34 @@ pub fn run(
                 )
             })?;
         let rows = restart::prepare(&mut conn, &catalog, channels).await?;
+        // The DBA's skips are committed before anything is dispatched, and
+        // every recorded one is skipped by this and every later run.
+        if !requested_skips.is_empty() {
+            skipped::record(&mut conn, &catalog, &requested_skips)
+                .await
+                .map_err(|e| RunError::setup(e.to_string()))?;
+        }
+        let recorded = skipped::read(&mut conn, &catalog)
+            .await
+            .map_err(|e| RunError::setup(e.to_string()))?;
         // The stored map is the service's; map_file seeds it at first start.
         let map = store::load_or_init(&mut conn, &catalog, file_map.as_ref())
             .await
             .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
-        Ok::<_, RunError>((rows, map))
+        Ok::<_, RunError>((rows, map, recorded))
     })?;
+    let skip_seqnos = skip_ranges(&recorded_skips);
+    if !skip_seqnos.is_empty() {
+        tracing::info!(
+            seqnos = %recorded_skips
+                .iter()
+                .map(|s| s.seqno.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            "seqnos recorded as skipped at the DBA's request (--skip-seqno): never applied"
+        );
+    }
     // An empty queue with committed restart rows: the queue was lost (or
     // is another service's). Seqnos cannot be rebuilt safely, and any
     // other start would skip or repeat transactions: refuse.
@@ -291,6 +314,12 @@ pub fn run(
                 .find(|r| r.seqno == Some(applied))
                 .expect("the minimum is a row's");
             let all_equal = rows.iter().all(|r| r.seqno == Some(applied));
+            let different_seqnos_advice = format!(
+                "The channels are at different seqnos: restore the queue directory, or \
+                 re-seed the replica and `shardrepctl reset --confirm {}` (see the README, \
+                 recovering a lost queue).",
+                config.service.name
+            );
             return Err(RunError::setup(format!(
                 "the queue {} is empty, but the replica's restart rows ({catalog}.{}) show \
                  channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
@@ -304,8 +333,7 @@ pub fn run(
                      error), `shardrepctl handback` (hands the replica back to native replication \
                      there), then `shardrepctl online` takes it over afresh."
                 } else {
-                    "The channels are at different seqnos: restore the queue directory, or see \
-                     the README (recovering a lost queue)."
+                    &different_seqnos_advice
                 }
             )));
         }
@@ -327,6 +355,19 @@ pub fn run(
             .position()
             .map_err(|e| RunError::setup(e.to_string()))?;
         let gtid = point.gtid_slave_pos.clone();
+        // Where the takeover started, on the rows that have nothing yet:
+        // a handback with nothing applied goes back there.
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(replica_opts(config))
+                .await
+                .map_err(|e| {
+                    RunError::setup_client(format!("cannot connect to the replica: {e}"), &e)
+                })?;
+            restart::record_start(&mut conn, &catalog, &start.to_string(), &gtid.to_string())
+                .await?;
+            let _ = conn.disconnect().await;
+            Ok::<_, RunError>(())
+        })?;
         if let Some(o) = &options.observer {
             *o.takeover.lock().expect("observer") = Some(point);
         }
@@ -510,7 +551,7 @@ pub fn run(
         sync_interval_seqnos: config.apply.sync_interval_seqnos,
         stop_after: None,
         poll: Duration::from_millis(100),
-        skip_seqnos: options.skip_seqnos.clone(),
+        skip_seqnos,
         immediate: options.immediate.clone(),
     };
     let outcome = scheduler::run(
@@ -578,6 +619,55 @@ pub fn run(
         retries: progress.retries(),
         elapsed: started.elapsed(),
     })
+}
+
+/// The seqnos of `ranges` (the DBA's `--skip-seqno`) with their event id
+/// and shard when the queue holds them.
+///
+/// # Errors
+/// [`RunError::Setup`] when the ranges name more than
+/// [`skipped::MAX_SKIPS_PER_REQUEST`] seqnos; queue read errors.
+fn requested_skips(
+    queue: &TransactionQueue,
+    ranges: &[std::ops::RangeInclusive<u64>],
+) -> Result<Vec<SkippedSeqno>, RunError> {
+    let count = ranges.iter().fold(0u64, |n, r| {
+        n.saturating_add(r.end().saturating_sub(*r.start()).saturating_add(1))
+    });
+    if count > skipped::MAX_SKIPS_PER_REQUEST {
+        return Err(RunError::setup(format!(
+            "--skip-seqno names {count} seqnos; at most {} may be skipped at once",
+            skipped::MAX_SKIPS_PER_REQUEST
+        )));
+    }
+    let mut out = Vec::new();
+    for seqno in ranges.iter().flat_map(|r| r.clone()) {
+        let txn = queue.get(Seqno(seqno))?;
+        out.push(SkippedSeqno {
+            seqno: Seqno(seqno),
+            event_id: txn
+                .as_ref()
+                .map(|t| t.end_position.to_string())
+                .unwrap_or_default(),
+            shard_id: txn.map(|t| t.shard).unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// Sorted seqnos as inclusive ranges of consecutive seqnos.
+pub(crate) fn skip_ranges(skips: &[SkippedSeqno]) -> Vec<std::ops::RangeInclusive<u64>> {
+    let mut seqnos: Vec<u64> = skips.iter().map(|s| s.seqno.get()).collect();
+    seqnos.sort_unstable();
+    seqnos.dedup();
+    let mut out: Vec<std::ops::RangeInclusive<u64>> = Vec::new();
+    for n in seqnos {
+        match out.last_mut() {
+            Some(r) if *r.end() + 1 == n => *r = *r.start()..=n,
+            _ => out.push(n..=n),
+        }
+    }
+    out
 }
 
 /// Takes over from the replica's native replication: checks the master

@@ -10,12 +10,18 @@
 //! - `offline` asks the run for a clean stop (STOP marker: every channel
 //!   ends at one seqno); `--immediate` stops without it; `--at-seqno N`
 //!   stops cleanly once N is handled.
-//! - A definite error ends the run: OFFLINE:ERROR with the pending error;
-//!   `online` retries, optionally skipping named seqnos.
-//! - `handback` (OFFLINE:NORMAL, every restart row at one seqno) points the
-//!   replica's native replication at the position after that seqno
-//!   ([`crate::replica::handback`]), then clears the service's queue and
-//!   restart rows, so the next `online` takes over again.
+//! - A definite error ends the run: OFFLINE:ERROR with the pending error,
+//!   which ends with the way out; `online` retries, optionally skipping
+//!   named seqnos (recorded in the catalog first,
+//!   [`crate::applier::skipped`], so they are never applied later).
+//! - `handback` (OFFLINE:NORMAL or OFFLINE:ERROR, every restart row at one
+//!   seqno, or every row empty with the takeover position recorded) points
+//!   the replica's native replication at the position after that seqno
+//!   ([`crate::replica::handback`]), then clears the service's queue,
+//!   restart rows and recorded skips, so the next `online` takes over
+//!   again.
+//! - `reset --confirm NAME` (offline) clears the same without touching
+//!   native replication: the way out when the source cannot continue.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,7 +31,9 @@ use serde_json::{json, Value};
 
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
+use crate::applier::channel::Progress;
 use crate::applier::restart::{self, RestartRow};
+use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::Config;
 use crate::control::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
@@ -72,8 +80,12 @@ struct Inner {
     /// The last run's outcome, for `--until-idle` exits.
     last_error: Option<String>,
     /// Why the last run of this process did not end cleanly (refuses a
-    /// handback until a clean offline).
+    /// handback until a clean offline): an immediate offline, or channels
+    /// at different seqnos. After an error, the restart rows decide.
     unclean: Option<String>,
+    /// The seqnos recorded as skipped at the DBA's request (the catalog's
+    /// `skipped_seqno` table as last read, plus what `online` asked for).
+    skipped: Vec<SkippedSeqno>,
 }
 
 struct ActiveRun {
@@ -100,18 +112,7 @@ impl Service {
     /// answers (for status); a replica that does not answer is reported
     /// when the service goes online.
     pub fn new(config: Config, stop_when_idle: bool) -> Arc<Service> {
-        let catalog = config.catalog_schema();
-        let rows = block_on(async {
-            let mut conn = mysql_async::Conn::new(super::replica_opts(&config))
-                .await
-                .ok()?;
-            let rows = restart::read(&mut conn, &catalog).await.ok();
-            let _ = conn.disconnect().await;
-            rows
-        })
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+        let (rows, skipped) = read_catalog(&config).unwrap_or_default();
         Arc::new_cyclic(|me| Service {
             me: me.clone(),
             config,
@@ -127,6 +128,7 @@ impl Service {
                 takeover_used_gtid: None,
                 last_error: None,
                 unclean: None,
+                skipped,
             }),
             map_updates: Arc::new(Mutex::new(None)),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
@@ -204,7 +206,52 @@ impl Service {
                 )));
             }
         }
+        if let Some(skip) = &skip {
+            // A seqno every channel has passed was applied (or dropped):
+            // recording it as skipped would misreport the history.
+            if let (Some(applied), Some(&(low, _))) =
+                (applied_summary(&inner.last_rows).0, skip.ranges().first())
+            {
+                if low <= applied {
+                    return Err(ControlError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "online --skip-seqno {skip}: seqno {low} is already handled (every \
+                             channel's restart row is at seqno {applied} or later); name seqnos \
+                             above {applied}"
+                        ),
+                    ));
+                }
+            }
+            if skip.count() > skipped::MAX_SKIPS_PER_REQUEST {
+                return Err(ControlError::new(
+                    ErrorKind::Invalid,
+                    format!(
+                        "online --skip-seqno {skip}: names {} seqnos; at most {} may be skipped \
+                         at once",
+                        skip.count(),
+                        skipped::MAX_SKIPS_PER_REQUEST
+                    ),
+                ));
+            }
+        }
         let state = inner.machine.apply(Event::Online)?;
+        // The run records the skips in the catalog before it dispatches
+        // anything; status shows them from now on.
+        if let Some(skip) = &skip {
+            for &(low, high) in skip.ranges() {
+                for seqno in low..=high {
+                    if !inner.skipped.iter().any(|s| s.seqno.get() == seqno) {
+                        inner.skipped.push(SkippedSeqno {
+                            seqno: Seqno(seqno),
+                            event_id: String::new(),
+                            shard_id: String::new(),
+                        });
+                    }
+                }
+            }
+            inner.skipped.sort_by_key(|s| s.seqno);
+        }
         let run = ActiveRun {
             stop: Arc::new(AtomicBool::new(false)),
             immediate: Arc::new(AtomicBool::new(false)),
@@ -304,6 +351,9 @@ impl Service {
                 } else {
                     Some("the last run ended with the channels at different seqnos".into())
                 };
+                if let Some((_, skips)) = read_catalog(&self.config) {
+                    inner.skipped = skips;
+                }
                 if matches!(
                     inner.machine.state(),
                     State::Online | State::GoingOnlineSynchronizing
@@ -314,31 +364,48 @@ impl Service {
                 tracing::info!(clean, "offline");
             }
             Err(error) => {
-                let pending = pending_error(&error);
                 tracing::error!(error = %error, "OFFLINE:ERROR");
                 inner.last_error = Some(error.to_string());
-                // A run that failed before applying (setup) leaves the
-                // restart rows as they were; any other may have stopped
-                // channels at different seqnos.
+                // The rows as the failed run left them: what the replica
+                // holds, and at least what the channels reported
+                // committing (a restart row never moves backwards), so
+                // status never goes back to the rows of an earlier time
+                // when the replica cannot be read now.
+                let mut rows = match read_catalog(&self.config) {
+                    Some((rows, skips)) => {
+                        inner.skipped = skips;
+                        rows
+                    }
+                    None => {
+                        tracing::warn!(
+                            "cannot read the restart rows after the error: status shows what \
+                             the channels reported committing"
+                        );
+                        inner.last_rows.clone()
+                    }
+                };
+                if let Some(progress) = observer.progress.lock().expect("observer").as_ref() {
+                    advance_rows(&mut rows, progress, self.config.apply.channels);
+                }
+                inner.last_rows = rows;
+                // Whether a handback may follow is decided by these rows
+                // (every channel at one seqno), not by how the run ended:
+                // a source that cannot continue must not trap the service.
+                // A run that failed before applying (setup) leaves things
+                // as they were.
                 if !matches!(
                     error,
                     RunError::Setup { .. } | RunError::NativeReplication(_)
                 ) {
-                    inner.unclean = Some(format!("the last run stopped on an error: {error}"));
+                    inner.unclean = None;
                 }
+                let mut pending = pending_error(&error);
+                pending.message.push_str(&way_out(
+                    &error,
+                    &inner.last_rows,
+                    &self.config.service.name,
+                ));
                 let _ = inner.machine.apply(Event::Fail(pending));
-                // The rows as the failed run left them.
-                let catalog = self.config.catalog_schema();
-                if let Ok(Some(rows)) = block_on(async {
-                    let mut conn = mysql_async::Conn::new(super::replica_opts(&self.config))
-                        .await
-                        .ok()?;
-                    let rows = restart::read(&mut conn, &catalog).await.ok();
-                    let _ = conn.disconnect().await;
-                    rows
-                }) {
-                    inner.last_rows = rows;
-                }
             }
         }
         inner.run = None;
@@ -563,10 +630,25 @@ impl ControlHandler for Service {
         let (seqno, event_id) = applied_summary(&inner.last_rows);
         status.applied_last_seqno = seqno;
         status.applied_last_event_id = event_id;
-        let (dropped, barriers, skipped) = inner.totals;
+        let (dropped, barriers, _) = inner.totals;
         status.dropped_count = dropped;
         status.serialization_count = barriers;
-        status.skipped_count = skipped;
+        // The DBA's skips as recorded in the catalog (each counted once,
+        // however often a restarted run passes it again).
+        status.skipped_count = inner.skipped.len() as u64;
+        status.skipped_seqnos = (!inner.skipped.is_empty()).then(|| {
+            super::skip_ranges(&inner.skipped)
+                .iter()
+                .map(|r| {
+                    if r.start() == r.end() {
+                        r.start().to_string()
+                    } else {
+                        format!("{}-{}", r.start(), r.end())
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        });
         status.minimum_stored_seq_no = inner.last_stored.0;
         status.maximum_stored_seq_no = inner.last_stored.1;
         if let Some(run) = &inner.run {
@@ -574,7 +656,6 @@ impl ControlHandler for Service {
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
                 status.dropped_count += counters.dropped.load(Ordering::Relaxed);
                 status.serialization_count += counters.serializations.load(Ordering::Relaxed);
-                status.skipped_count += counters.skipped.load(Ordering::Relaxed);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
                 status.minimum_stored_seq_no = queue.min_seqno().map(Seqno::get);
@@ -784,10 +865,11 @@ impl ControlHandler for Service {
 
     fn handback(&self, start_slave: bool) -> Result<Value, ControlError> {
         let mut inner = self.lock();
-        if inner.machine.state() != State::OfflineNormal || inner.run.is_some() {
+        let state = inner.machine.state();
+        if !state.is_offline() || inner.run.is_some() {
             return Err(ControlError::illegal_state(format!(
-                "handback needs OFFLINE:NORMAL after a clean offline; the service is {}",
-                inner.machine.state()
+                "handback needs OFFLINE:NORMAL after a clean offline, or OFFLINE:ERROR with \
+                 every channel at one seqno; the service is {state}"
             )));
         }
         if let Some(reason) = &inner.unclean {
@@ -798,6 +880,7 @@ impl ControlHandler for Service {
         let catalog = self.config.catalog_schema();
         let config = self.config.clone();
         let used_gtid = inner.takeover_used_gtid;
+        let name = self.config.service.name.clone();
         let result = block_on(async move {
             let mut conn = crate::replica::connect(
                 &config.replica.host,
@@ -811,31 +894,19 @@ impl ControlHandler for Service {
             let rows = restart::read(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            let first = rows.first().cloned().ok_or_else(|| {
-                ControlError::illegal_state(
-                    "nothing to hand back: the service has no restart position",
-                )
-            })?;
-            if first.seqno.is_none() || rows.iter().any(|r| r.seqno != first.seqno) {
-                let seqnos: Vec<String> = rows
-                    .iter()
-                    .map(|r| r.seqno.map_or("-".into(), |s| s.to_string()))
-                    .collect();
-                return Err(ControlError::illegal_state(format!(
-                    "the channels' restart rows are at different seqnos ({}): the last stop \
-                     was not clean; go online, then offline (without --immediate), then hand back",
-                    seqnos.join(",")
-                )));
+            for row in &rows {
+                if let Some(ddl) = restart::pending_ddl(&mut conn, &catalog, row.channel)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?
+                {
+                    return Err(ControlError::illegal_state(format!(
+                        "channel {} started the DDL of seqno {ddl} but did not record it: go \
+                         online (the channel completes it), then offline, then hand back",
+                        row.channel
+                    )));
+                }
             }
-            let position: BinlogPosition = first
-                .event_id
-                .parse()
-                .map_err(|e| failed(format!("restart row event_id {:?}: {e}", first.event_id)))?;
-            let gtid: Option<GtidPos> = if first.gtid.is_empty() {
-                None
-            } else {
-                first.gtid.parse().ok()
-            };
+            let (seqno, position, gtid) = handback_position(&rows, &name)?;
             let use_gtid = match used_gtid {
                 Some(g) => g,
                 None => crate::replica::slave_status(&mut conn)
@@ -848,7 +919,9 @@ impl ControlHandler for Service {
                 .await
                 .map_err(|e| failed(format!("handback: {e}")))?;
             // Native replication owns the replica again: forget the
-            // restart rows so the next online takes over afresh.
+            // restart rows and the recorded skips (their seqnos belong to
+            // the queue removed below) so the next online takes over
+            // afresh.
             conn.query_drop_no_log(&format!(
                 "DELETE FROM {}.{}",
                 crate::applier::sql::quote_ident(&catalog),
@@ -856,9 +929,12 @@ impl ControlHandler for Service {
             ))
             .await
             .map_err(|e| failed(format!("clearing the restart rows: {e}")))?;
+            skipped::clear(&mut conn, &catalog)
+                .await
+                .map_err(|e| failed(format!("clearing the recorded skips: {e}")))?;
             let _ = conn.disconnect().await;
             Ok::<_, ControlError>(json!({
-                "seqno": first.seqno.map(Seqno::get),
+                "seqno": seqno.map(Seqno::get),
                 "masterLogFile": point.file,
                 "masterLogPos": point.pos,
                 "gtidSlavePos": point.gtid_pos,
@@ -875,8 +951,236 @@ impl ControlHandler for Service {
         }
         inner.last_rows.clear();
         inner.last_stored = (None, None);
+        inner.skipped.clear();
+        if state == State::OfflineError {
+            // Handed back at a consistent position: the error is dealt with.
+            let _ = inner.machine.apply(Event::Offline);
+        }
         tracing::info!(point = %result, "handed back to native replication");
         Ok(result)
+    }
+
+    fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
+        let mut inner = self.lock();
+        let name = &self.config.service.name;
+        let catalog = self.config.catalog_schema();
+        let dir = self.config.queue.dir.clone();
+        if confirm != name {
+            return Err(ControlError::new(
+                ErrorKind::Invalid,
+                format!(
+                    "reset removes the queue {} and the restart rows and recorded skips in \
+                     {catalog} on the replica {}:{}: confirm with --confirm {name}",
+                    dir.display(),
+                    self.config.replica.host,
+                    self.config.replica.port
+                ),
+            ));
+        }
+        let state = inner.machine.state();
+        if !state.is_offline() || inner.run.is_some() {
+            return Err(ControlError::illegal_state(format!(
+                "reset needs the service offline (OFFLINE:NORMAL or OFFLINE:ERROR); it is \
+                 {state}: shardrepctl offline first"
+            )));
+        }
+        let config = self.config.clone();
+        let (rows, skips) = block_on(async {
+            use mysql_async::prelude::Queryable;
+            let mut conn = mysql_async::Conn::new(super::replica_opts(&config))
+                .await
+                .map_err(|e| self.replica_conn_error(e))?;
+            let exists: Option<u64> = conn
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.TABLES \
+                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                    (&catalog, restart::RESTART_TABLE),
+                )
+                .await
+                .map_err(|e| failed(format!("reset: {e}")))?;
+            let mut rows = 0;
+            if exists == Some(1) {
+                rows = conn
+                    .query_first::<u64, _>(format!(
+                        "SELECT COUNT(*) FROM {}.{}",
+                        crate::applier::sql::quote_ident(&catalog),
+                        crate::applier::sql::quote_ident(restart::RESTART_TABLE)
+                    ))
+                    .await
+                    .map_err(|e| failed(format!("reset: {e}")))?
+                    .unwrap_or(0);
+                conn.query_drop_no_log(&format!(
+                    "DELETE FROM {}.{}",
+                    crate::applier::sql::quote_ident(&catalog),
+                    crate::applier::sql::quote_ident(restart::RESTART_TABLE)
+                ))
+                .await
+                .map_err(|e| failed(format!("reset: clearing the restart rows: {e}")))?;
+            }
+            let skips = skipped::clear(&mut conn, &catalog)
+                .await
+                .map_err(|e| failed(format!("reset: clearing the recorded skips: {e}")))?;
+            let _ = conn.disconnect().await;
+            Ok::<_, ControlError>((rows, skips))
+        })??;
+        let queue_removed = dir.exists();
+        if queue_removed {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| failed(format!("reset: removing the queue {}: {e}", dir.display())))?;
+        }
+        inner.last_rows.clear();
+        inner.last_stored = (None, None);
+        inner.skipped.clear();
+        inner.unclean = None;
+        inner.takeover_used_gtid = None;
+        if state == State::OfflineError {
+            let _ = inner.machine.apply(Event::Offline);
+        }
+        tracing::warn!(
+            queue = %dir.display(),
+            restart_rows = rows,
+            skipped = skips,
+            "reset: the service's queue, restart rows and recorded skips are removed; the next \
+             online takes over afresh or starts at source.start"
+        );
+        Ok(json!({
+            "state": inner.machine.state(),
+            "queueRemoved": queue_removed.then(|| dir.display().to_string()),
+            "restartRowsDeleted": rows,
+            "skippedDeleted": skips,
+        }))
+    }
+}
+
+/// The restart rows and recorded skips on the replica; `None` when the
+/// replica cannot be read now.
+fn read_catalog(config: &Config) -> Option<(Vec<RestartRow>, Vec<SkippedSeqno>)> {
+    let catalog = config.catalog_schema();
+    block_on(async {
+        let mut conn = mysql_async::Conn::new(super::replica_opts(config))
+            .await
+            .ok()?;
+        let rows = restart::read(&mut conn, &catalog).await.ok();
+        let skips = skipped::read(&mut conn, &catalog).await.ok();
+        let _ = conn.disconnect().await;
+        Some((rows?, skips?))
+    })
+    .ok()
+    .flatten()
+}
+
+/// Moves each channel's row in `rows` up to the last position the run's
+/// channels reported committing (never down: the replica's row is at
+/// least there).
+fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) {
+    for channel in 0..channels {
+        let Some((m, _)) = progress.marker(usize::from(channel)) else {
+            continue;
+        };
+        let row = RestartRow {
+            channel,
+            seqno: Some(m.seqno),
+            epoch: m.epoch,
+            event_id: m.event_id.clone(),
+            gtid: m.gtid.clone(),
+            shard_id: m.shard_id.clone(),
+        };
+        match rows.iter_mut().find(|r| r.channel == channel) {
+            Some(r) if r.seqno < row.seqno => *r = row,
+            Some(_) => {}
+            None => rows.push(row),
+        }
+    }
+    rows.sort_by_key(|r| r.channel);
+}
+
+/// Where a handback points native replication, from the restart rows:
+/// every channel at one seqno (the position after it), or every channel
+/// with nothing applied and the takeover position recorded
+/// ([`restart::record_start`]): that position, seqno `None`.
+///
+/// # Errors
+/// [`ErrorKind::IllegalState`] when there are no rows, the rows differ,
+/// or nothing was applied and no takeover position is recorded.
+fn handback_position(
+    rows: &[RestartRow],
+    name: &str,
+) -> Result<(Option<Seqno>, BinlogPosition, Option<GtidPos>), ControlError> {
+    let first = rows.first().cloned().ok_or_else(|| {
+        ControlError::illegal_state("nothing to hand back: the service has no restart position")
+    })?;
+    let equal = rows
+        .iter()
+        .all(|r| r.seqno == first.seqno && r.event_id == first.event_id);
+    if !equal {
+        let seqnos: Vec<String> = rows
+            .iter()
+            .map(|r| r.seqno.map_or("-".into(), |s| s.to_string()))
+            .collect();
+        return Err(ControlError::illegal_state(format!(
+            "the channels' restart rows are at different seqnos ({}): the last stop was not \
+             clean. Go online (after fixing what failed, or with --skip-seqno), then offline \
+             without --immediate, then hand back; if the source cannot continue, \
+             `shardrepctl reset --confirm {name}` forgets this service (re-seed the replica \
+             first)",
+            seqnos.join(",")
+        )));
+    }
+    if first.event_id.is_empty() {
+        return Err(ControlError::illegal_state(format!(
+            "nothing to hand back: no channel applied anything and no takeover position is \
+             recorded (the service started at source.start), so native replication is still \
+             where it was; `shardrepctl reset --confirm {name}` forgets this service"
+        )));
+    }
+    let position: BinlogPosition = first
+        .event_id
+        .parse()
+        .map_err(|e| failed(format!("restart row event_id {:?}: {e}", first.event_id)))?;
+    let gtid: Option<GtidPos> = if first.gtid.is_empty() {
+        None
+    } else {
+        first.gtid.parse().ok()
+    };
+    Ok((first.seqno, position, gtid))
+}
+
+/// What the DBA can do about `error`, appended to `pendingError`: every
+/// OFFLINE:ERROR names a supported way out.
+fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
+    use crate::scheduler::SchedulerError;
+    let reset = format!(
+        "`shardrepctl reset --confirm {name}` removes the queue, the restart rows and the \
+         recorded skips, so that the service can start again with a fresh takeover or at \
+         source.start"
+    );
+    match error {
+        RunError::Extract {
+            code: Some(1236), ..
+        } => format!(
+            ". Way out: the master no longer has the binlog this service needs. Re-seed the \
+             replica from the master, then {reset}"
+        ),
+        RunError::Extract { .. } => match handback_position(rows, name) {
+            Ok((seqno, position, _)) => format!(
+                ". Way out: the source cannot continue here. `shardrepctl handback` hands the \
+                 replica back to native replication at the applied position ({}binlog position \
+                 {position}); or {reset}",
+                seqno.map_or(String::new(), |s| format!("seqno {s}, "))
+            ),
+            Err(_) => format!(". Way out: the source cannot continue here. {reset}"),
+        },
+        RunError::Apply(SchedulerError::Apply(e)) => format!(
+            ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
+             --skip-seqno {}` if that transaction must never be applied (recorded, never \
+             applied later); or {reset}",
+            e.seqno
+        ),
+        RunError::Apply(SchedulerError::Rejected { seqno, .. }) => format!(
+            ". Way out: map the shard (`shardrepctl shard insert`), then `shardrepctl online`; \
+             or `shardrepctl online --skip-seqno {seqno}` if it must never be applied"
+        ),
+        _ => String::new(),
     }
 }
 
@@ -890,5 +1194,91 @@ impl QueryNoLog for mysql_async::Conn {
         self.query_drop("SET SESSION sql_log_bin = 0").await?;
         self.query_drop(sql).await?;
         self.query_drop("SET SESSION sql_log_bin = DEFAULT").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
+        RestartRow {
+            channel,
+            seqno: seqno.map(Seqno),
+            epoch: 0,
+            event_id: event_id.into(),
+            gtid: if event_id.is_empty() {
+                String::new()
+            } else {
+                "0-1-7".into()
+            },
+            shard_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn handback_position_from_the_rows() {
+        let at = "mariadb-bin.000002:610";
+        let (seqno, position, gtid) =
+            handback_position(&[row(0, Some(9), at), row(1, Some(9), at)], "sjc").unwrap();
+        assert_eq!(seqno, Some(Seqno(9)));
+        assert_eq!(position.to_string(), at);
+        assert_eq!(gtid.map(|g| g.to_string()).as_deref(), Some("0-1-7"));
+        // Nothing applied since the takeover: its position, no seqno.
+        let (seqno, position, _) =
+            handback_position(&[row(0, None, at), row(1, None, at)], "sjc").unwrap();
+        assert_eq!((seqno, position.to_string().as_str()), (None, at));
+        let differ =
+            handback_position(&[row(0, Some(8), at), row(1, Some(9), at)], "sjc").unwrap_err();
+        assert!(
+            differ
+                .message
+                .starts_with("the channels' restart rows are at different seqnos (8,9)"),
+            "{}",
+            differ.message
+        );
+        assert!(differ.message.contains("`shardrepctl reset --confirm sjc`"));
+        let none = handback_position(&[row(0, None, ""), row(1, None, "")], "sjc").unwrap_err();
+        assert!(
+            none.message.contains("no takeover position"),
+            "{}",
+            none.message
+        );
+        let empty = handback_position(&[], "sjc").unwrap_err();
+        assert!(empty.message.contains("no restart position"));
+    }
+
+    #[test]
+    fn every_error_of_the_source_names_a_way_out() {
+        let at = "mariadb-bin.000002:610";
+        let rows = [row(0, Some(9), at), row(1, Some(9), at)];
+        let purged = RunError::Extract {
+            message: "binlog purged".into(),
+            code: Some(1236),
+        };
+        let text = way_out(&purged, &rows, "sjc");
+        assert!(
+            text.contains(
+                "Re-seed the replica from the master, then `shardrepctl reset --confirm sjc`"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("handback"), "{text}");
+        let other = RunError::Extract {
+            message: "XA PREPARE".into(),
+            code: None,
+        };
+        let text = way_out(&other, &rows, "sjc");
+        assert!(
+            text.contains(
+                "`shardrepctl handback` hands the replica back to native replication at the \
+                 applied position (seqno 9, binlog position mariadb-bin.000002:610)"
+            ),
+            "{text}"
+        );
+        let uneven = [row(0, Some(8), at), row(1, Some(9), at)];
+        let text = way_out(&other, &uneven, "sjc");
+        assert!(!text.contains("handback"), "{text}");
+        assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
     }
 }

@@ -67,6 +67,9 @@ pub struct ServiceSpec {
     pub block_interval_ms: u64,
     /// The replica's password, when not the sandbox's (a wrong one).
     pub replica_password: Option<String>,
+    /// The replica's user, when not the sandbox's (an account of the
+    /// test's own).
+    pub replica_user: Option<String>,
 }
 
 impl ServiceSpec {
@@ -90,6 +93,7 @@ impl ServiceSpec {
             replica_socket: false,
             block_interval_ms: 0,
             replica_password: None,
+            replica_user: None,
         }
     }
 
@@ -126,7 +130,7 @@ start = "{start}"
 host = "{host}"
 port = {replica_port}
 {replica_socket}
-user = "{user}"
+user = "{replica_user}"
 password = "{replica_password}"
 [queue]
 dir = "{queue}"
@@ -150,6 +154,7 @@ socket = "{socket}"
             user = sb.user,
             password = sb.password,
             replica_password = self.replica_password.as_deref().unwrap_or(&sb.password),
+            replica_user = self.replica_user.as_deref().unwrap_or(&sb.user),
             server_id = server_id(),
             start = self.start,
             queue = self.dir.join("queue").display(),
