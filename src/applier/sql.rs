@@ -630,10 +630,11 @@ fn push_match_params(
 pub fn to_param(value: &Value, column: &ColumnInfo) -> Param {
     match value {
         Value::Null => Param::NULL,
-        // A negative value of an unsigned column: the binlog carried no
-        // signedness (`binlog_row_metadata=NO_LOG`) and the column info was
-        // completed from the replica; the stored bits are the unsigned value.
-        Value::Int(v) if *v < 0 && column.unsigned == Some(true) => {
+        // A value of an unsigned column read as signed: the binlog carried
+        // no signedness (`binlog_row_metadata=NO_LOG`) and the column info
+        // was completed from the replica; the stored bits are the unsigned
+        // value (bound as such, as with FULL metadata).
+        Value::Int(v) if column.unsigned == Some(true) => {
             let bits = match column.column_type {
                 crate::event::column_type::TINY => 8,
                 crate::event::column_type::SHORT => 16,
