@@ -108,8 +108,9 @@ pub struct PlannedStatement {
     /// Insert, update or delete.
     pub kind: RowKind,
     /// Rows the statement must affect (matched rows for UPDATE, with the
-    /// connection's `CLIENT_FOUND_ROWS`): fewer means the replica has
-    /// diverged.
+    /// connection's `CLIENT_FOUND_ROWS`): fewer means a row was not found
+    /// (the replica diverged, or the values bound differ from the
+    /// master's row).
     pub expected_rows: u64,
     /// Columns the WHERE clause matches on (UPDATE/DELETE; empty for
     /// INSERT); their values are the last `matched.len()` parameters.
