@@ -1,4 +1,4 @@
-//! Fixed-length binary columns (BINARY(n), INET6) through the whole
+//! Fixed-length binary columns (BINARY(n), INET6, UUID) through the whole
 //! pipeline, under each `binlog_row_metadata` level the master may run
 //! ([`LEVELS`]: MariaDB's default `NO_LOG`, and `FULL`).
 //!
@@ -110,10 +110,10 @@ async fn logged_charsets(sb: &Sandbox, start: &str, schema: &str, table: &str) -
 }
 
 // A BINARY(16) primary key whose values end in zero bytes (one is all
-// zeros), with a non-key BINARY(8), an INET6 and a CHAR(4) utf8mb4: rows
+// zeros), with a non-key BINARY(8), an INET6, a UUID and a CHAR(4) utf8mb4: rows
 // inserted, updated one at a time and all at once (a merged update),
 // a key changed, rows deleted. Under NO_LOG the binlog has no collations,
-// under FULL it says binary (63) for BINARY and INET6.
+// under FULL it says binary (63) for BINARY, INET6 and UUID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
     let sb = sandbox();
@@ -128,14 +128,16 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
         for sql in [
             format!(
                 "CREATE DATABASE {q}; CREATE TABLE {q}.k (id BINARY(16) PRIMARY KEY, v INT, \
-                 b BINARY(8), ip INET6, c CHAR(4) CHARACTER SET utf8mb4) ENGINE=InnoDB"
+                 b BINARY(8), ip INET6, u UUID, c CHAR(4) CHARACTER SET utf8mb4) ENGINE=InnoDB"
             ),
             format!(
                 "INSERT INTO {q}.k VALUES \
-                 (x'01', 1, x'ff', '::', 'é'), \
-                 (x'00000000000000000000000000000000', 2, x'00', '1::', 'ab  '), \
-                 (x'0203040506070809000a0b0c0d0e0f00', 3, x'0102000300000000', '::1', NULL), \
-                 (x'ffffffffffffffffffffffffffffffff', 4, NULL, NULL, 'üüüü')"
+                 (x'01', 1, x'ff', '::', '123e4567-e89b-12d3-a456-426614174000', 'é'), \
+                 (x'00000000000000000000000000000000', 2, x'00', '1::', \
+                  '00000000-0000-0000-0000-000000000000', 'ab  '), \
+                 (x'0203040506070809000a0b0c0d0e0f00', 3, x'0102000300000000', '::1', NULL, NULL), \
+                 (x'ffffffffffffffffffffffffffffffff', 4, NULL, NULL, \
+                  'ffffffff-ffff-ffff-ffff-ffffffffff00', 'üüüü')"
             ),
             // One row at a time (plain UPDATEs), then every row at once.
             format!("UPDATE {q}.k SET v = 10 WHERE id = x'01000000000000000000000000000000'"),
@@ -144,7 +146,10 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
             // A key ending in zeros changed to another.
             format!("UPDATE {q}.k SET id = x'05', ip = 'ff::' WHERE id = x'01000000000000000000000000000000'"),
             format!("DELETE FROM {q}.k WHERE id = x'0203040506070809000a0b0c0d0e0f00'"),
-            format!("INSERT INTO {q}.k VALUES (x'06', 6, x'0600', '6::', 'é ')"),
+            format!(
+                "INSERT INTO {q}.k VALUES (x'06', 6, x'0600', '6::', \
+                 '00000000-0000-0000-0000-000000000600', 'é ')"
+            ),
             format!("DELETE FROM {q}.k WHERE id = x'00000000000000000000000000000000'"),
             format!("UPDATE {q}.k SET c = 'xé' WHERE id = x'06000000000000000000000000000000'"),
         ] {
@@ -156,9 +161,9 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
         drop(master);
         let charsets = logged_charsets(sb, &start, &schema, "k").await;
         let expected = if level == "FULL" {
-            vec![Some(63), None, Some(63), Some(63), Some(45)]
+            vec![Some(63), None, Some(63), Some(63), Some(63), Some(45)]
         } else {
-            vec![None; 5]
+            vec![None; 6]
         };
         assert_eq!(charsets, expected, "{level}: the TABLE_MAP's collations");
 
@@ -175,6 +180,7 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
                     s("6E"),
                     s("FF00000000000000"),
                     s("00FF0000000000000000000000000000"),
+                    s("123E4567E89B12D3A456426614174000"),
                     s("C3A9"),
                 ],
                 vec![
@@ -182,6 +188,7 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
                     s("6"),
                     s("0600000000000000"),
                     s("00060000000000000000000000000000"),
+                    s("00000000000000000000000000000600"),
                     s("78C3A9"),
                 ],
                 vec![
@@ -189,6 +196,7 @@ async fn binary_keys_ending_in_zero_bytes_are_updated_and_deleted() {
                     s("68"),
                     None,
                     None,
+                    s("FFFFFFFFFFFFFFFFFFFFFFFFFFFFFF00"),
                     s("C3BCC3BCC3BCC3BC"),
                 ],
             ],
