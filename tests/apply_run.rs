@@ -13,6 +13,7 @@ mod common;
 use mysql_async::prelude::Queryable;
 use shardrep::position::Seqno;
 
+use common::row_metadata::{RowMetadata, LEVELS};
 use common::service::{
     ctl_ok, drop_everywhere, master_position, wait_applied_to_master, wait_for_socket, ServiceSpec,
     TARGET,
@@ -69,9 +70,19 @@ async fn create_on_both(sb: &Sandbox, ddl: &str) {
         .unwrap();
 }
 
+/// [`sharded_workload_once`] with the master at each
+/// `binlog_row_metadata` of [`LEVELS`] (NO_LOG: the applier takes names,
+/// keys and signedness from the replica).
 async fn sharded_workload(block: u32) {
     let sb = sandbox();
     let _lock = MASTER.lock().await;
+    for level in LEVELS {
+        let _metadata = RowMetadata::set(sb, level).await;
+        sharded_workload_once(sb, block).await;
+    }
+}
+
+async fn sharded_workload_once(sb: &'static Sandbox, block: u32) {
     let schemas: Vec<String> = (0..4)
         .map(|i| unique_schema(&format!("apply{i}")))
         .collect();

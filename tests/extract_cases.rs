@@ -6,7 +6,13 @@
 //! - replaying the decoded row changes gives exactly the rows the master
 //!   holds (compared as MySQL prints them, with ENUM/SET/BIT as numbers
 //!   and floats bit for bit), and the case's expected rows where the
-//!   decoded images alone cannot be replayed (MINIMAL images, statements).
+//!   decoded images alone cannot be replayed (MINIMAL images, statements);
+//! - the FULL-image cases run twice, with the master's
+//!   `binlog_row_metadata` at FULL and at NO_LOG (MariaDB's default; no
+//!   names, signedness or charsets in the binlog): the NO_LOG reading,
+//!   completed from the master's column definitions as the applier
+//!   completes it from the replica's (`applier::columns`), binds exactly
+//!   the parameters the FULL reading binds, row for row.
 //!
 //! Each case's schema names are replaced by names of the test's own. Cases
 //! that change global settings (checksum, compression) make the tests of
@@ -25,6 +31,7 @@ use shardrep::extractor::reader::{ExtractStart, Extractor};
 use shardrep::inspect::{fsp_of, value_text};
 use shardrep::position::{BinlogPosition, GtidPos, Seqno};
 
+use common::row_metadata::RowMetadata;
 use common::service::{case_sql, replace_word, server_id};
 use common::{
     quote_ident, sandbox, unique_schema, wait_binlog_checkpoint_settled, Sandbox, Server,
@@ -245,6 +252,8 @@ async fn master_rows(sb: &Sandbox, schema: &str, table: &str) -> Vec<Vec<Cell>> 
         .iter()
         .map(|(name, ty)| match ty.as_str() {
             "enum" | "set" | "bit" => format!("{}+0", quote_ident(name)),
+            // Their binary form, as the binlog carries them.
+            "uuid" | "inet6" => format!("CAST({} AS BINARY(16))", quote_ident(name)),
             _ => quote_ident(name),
         })
         .collect();
@@ -329,24 +338,114 @@ async fn drop_schemas(sb: &Sandbox, schemas: &[String]) {
     }
 }
 
-/// Runs a FULL-image case end to end: SQL, both extractions, replay equal
-/// to the master. Returns the transactions for further checks.
+/// Runs a FULL-image case end to end with the master at
+/// `binlog_row_metadata=FULL`: SQL, both extractions, replay equal to the
+/// master; then again at NO_LOG, whose parameters must equal FULL's (see
+/// [`assert_binds_like`]). Returns the FULL transactions for further
+/// checks.
 async fn full_image_case(case: &str, schema_names: &[&str]) -> (Vec<Transaction>, Vec<String>) {
+    under_full_and_no_log(case, schema_names, |renames| case_sql(case, renames)).await
+}
+
+/// [`full_image_case`] for any SQL: `sql` gets the `(name, unique name)`
+/// pairs of `schema_names`.
+async fn under_full_and_no_log(
+    label: &str,
+    schema_names: &[&str],
+    sql: impl Fn(&[(&str, &str)]) -> String,
+) -> (Vec<Transaction>, Vec<String>) {
     let sb = sandbox();
     let _lock = MASTER.lock().await;
-    let unique: Vec<String> = schema_names
-        .iter()
-        .map(|s| unique_schema(&format!("{case}_{s}")))
-        .collect();
-    let renames: Vec<(&str, &str)> = schema_names
-        .iter()
-        .zip(&unique)
-        .map(|(a, b)| (*a, b.as_str()))
-        .collect();
-    let txns = run_case(sb, &case_sql(case, &renames), &unique).await;
-    assert_replay_equals_master(sb, &txns, &unique).await;
-    drop_schemas(sb, &unique).await;
-    (txns, unique)
+    let mut full: Option<(Vec<Transaction>, Vec<String>)> = None;
+    for level in ["FULL", "NO_LOG"] {
+        let _metadata = RowMetadata::set(sb, level).await;
+        let unique: Vec<String> = schema_names
+            .iter()
+            .map(|s| unique_schema(&format!("{label}_{s}")))
+            .collect();
+        let renames: Vec<(&str, &str)> = schema_names
+            .iter()
+            .zip(&unique)
+            .map(|(a, b)| (*a, b.as_str()))
+            .collect();
+        let txns = run_case(sb, &sql(&renames), &unique).await;
+        match &full {
+            None => assert_replay_equals_master(sb, &txns, &unique).await,
+            Some((full_txns, _)) => assert_binds_like(sb, &txns, full_txns).await,
+        }
+        drop_schemas(sb, &unique).await;
+        if full.is_none() {
+            full = Some((txns, unique));
+        }
+    }
+    full.expect("the FULL run")
+}
+
+/// The parameters the applier binds for every row image of `txns`, per
+/// rows event: column indexes and values, with the columns completed from
+/// the master's definitions when the binlog lacked metadata.
+async fn bound_rows(
+    sb: &Sandbox,
+    txns: &[Transaction],
+) -> Vec<Vec<(Vec<u16>, Vec<mysql_async::Value>)>> {
+    use shardrep::applier::columns::{complete, needs_replica_definition, ReplicaColumn};
+    let mut master = sb.connect(Server::Master).await;
+    let mut out = Vec::new();
+    for txn in txns {
+        for change in &txn.changes {
+            let Change::Rows(rows) = change else { continue };
+            let info = txn.table_of(rows);
+            let columns = if needs_replica_definition(&info.columns) {
+                let definitions: Vec<(String, String, String)> = master
+                    .exec(
+                        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
+                         WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                        (info.schema.as_str(), info.table.as_str()),
+                    )
+                    .await
+                    .unwrap();
+                let replica: Vec<ReplicaColumn> = definitions
+                    .iter()
+                    .map(|(n, d, t)| ReplicaColumn::from_definition(n, d, t))
+                    .collect();
+                complete(&info.columns, &replica)
+            } else {
+                info.columns.clone()
+            };
+            let mut images = Vec::new();
+            for pair in &rows.rows {
+                for image in [&pair.before, &pair.after].into_iter().flatten() {
+                    let params = image
+                        .columns
+                        .iter()
+                        .zip(&image.values)
+                        .map(|(&c, v)| shardrep::applier::sql::to_param(v, &columns[c as usize]))
+                        .collect();
+                    images.push((image.columns.clone(), params));
+                }
+            }
+            out.push(images);
+        }
+    }
+    out
+}
+
+/// Asserts that the row changes of `txns` (read from a NO_LOG binlog, its
+/// tables still on the master) bind the same parameters as `full` (the
+/// same case read from a FULL binlog), rows event for rows event.
+async fn assert_binds_like(sb: &Sandbox, txns: &[Transaction], full: &[Transaction]) {
+    assert!(
+        txns.iter()
+            .flat_map(|t| &t.tables)
+            .all(|t| t.columns.iter().all(|c| c.name.is_none())),
+        "the NO_LOG binlog carries no column names"
+    );
+    let nolog = bound_rows(sb, txns).await;
+    let full = bound_rows(sb, full).await;
+    assert_eq!(nolog.len(), full.len(), "rows events under NO_LOG and FULL");
+    for (i, (a, b)) in nolog.iter().zip(&full).enumerate() {
+        assert_eq!(a, b, "rows event {i}: NO_LOG binds differently from FULL");
+    }
 }
 
 /// The values of column `name` in the after images of every insert.
@@ -544,6 +643,40 @@ async fn row_events_larger_than_16_mib() {
         })
         .collect();
     assert_eq!(lengths, [20_971_520, 16_777_175, 16_777_161, 16_777_165]);
+}
+
+// Fixed-length strings: BINARY(n), UUID and INET6 lose their trailing zero
+// bytes in the binlog and are padded back (by the decoder with FULL
+// metadata, from the column definitions with NO_LOG); CHAR(n), in utf8mb4
+// too, keeps its text without trailing spaces and is never padded.
+#[tokio::test]
+async fn binary_strings_are_padded_and_char_is_not() {
+    let (txns, _) = under_full_and_no_log("bin", &["rt_bin"], |renames| {
+        format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.b (id BINARY(8) PRIMARY KEY, \
+               c CHAR(4) CHARACTER SET utf8mb4, u UUID, ip INET6, o CHAR(3) CHARACTER SET binary); \
+             INSERT INTO {s}.b VALUES (x'0100', 'é  ', '123e4567-e89b-12d3-a456-426614174000', '::', x'00'), \
+               (x'', '', NULL, '1::', NULL); \
+             UPDATE {s}.b SET c = 'ab' WHERE id = x'0100000000000000'; \
+             DELETE FROM {s}.b WHERE id = x'0000000000000000';",
+            s = quote_ident(renames[0].1)
+        )
+    })
+    .await;
+    let b = |v: &[u8]| Value::Bytes(v.to_vec());
+    let mut id = vec![0u8; 8];
+    id[0] = 1;
+    assert_eq!(inserted(&txns, "id"), [b(&id), b(&[0; 8])]);
+    assert_eq!(inserted(&txns, "c"), [b("é".as_bytes()), b(b"")]);
+    let uuid = [
+        0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40,
+        0x00,
+    ];
+    assert_eq!(inserted(&txns, "u"), [b(&uuid), Value::Null]);
+    let mut one = [0u8; 16];
+    one[1] = 1;
+    assert_eq!(inserted(&txns, "ip"), [b(&[0; 16]), b(&one)]);
+    assert_eq!(inserted(&txns, "o"), [b(&[0; 3]), Value::Null]);
 }
 
 // B12: MINIMAL and NOBLOB row images: only the logged columns are present.

@@ -435,11 +435,20 @@ fn binlog_changes(m: &Master, from: &str) -> (Vec<Seen>, BTreeMap<(u32, u32), us
             }
             for row in change["rows"].as_array().unwrap() {
                 let after = &row["after"];
+                // Names need binlog_row_metadata=FULL; without them (the
+                // server's default NO_LOG) extract names columns by
+                // position: `id` is @1, `n` is @3.
+                let column = |name: &str, position: &str| {
+                    after
+                        .get(name)
+                        .or_else(|| after.get(position))
+                        .and_then(Value::as_i64)
+                };
                 seen.push(Seen {
                     kind: kind.to_string(),
                     schema: schema.clone(),
-                    id: after["id"].as_i64().unwrap(),
-                    n: after["n"].as_i64().unwrap_or(0),
+                    id: column("id", "@1").unwrap(),
+                    n: column("n", "@3").unwrap_or(0),
                     server_id,
                     domain,
                 });

@@ -37,6 +37,7 @@
 //! server's code and message.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -45,12 +46,12 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Value as Param};
 
+use crate::applier::columns::{self, ReplicaColumn};
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::retry::{classify, Backoff, ErrorClass};
 use crate::applier::sql::{quote_ident, PlannedStatement, SqlBuilder, TableShape};
 use crate::event::{
-    column_type, Change, ColumnInfo, RowKind, SessionContext, Statement, TableInfo, Transaction,
-    UserVarValue,
+    Change, ColumnInfo, RowKind, SessionContext, Statement, TableInfo, Transaction, UserVarValue,
 };
 use crate::position::{ChannelId, Seqno};
 
@@ -536,11 +537,14 @@ impl Origin {
     }
 }
 
-/// What the replica says about a table: names, key and unsigned columns.
+/// What the replica says about a table: names, key and the column facts
+/// a `NO_LOG` binlog lacks (signedness, fixed-length binary strings).
 #[derive(Debug)]
 struct ReplicaTable {
     shape: TableShape,
-    unsigned: Vec<bool>,
+    /// The replica's columns in table order; empty when the binlog's
+    /// metadata was complete and the replica was not asked.
+    columns: Vec<ReplicaColumn>,
     /// Consecutive UPDATEs (and DELETE + INSERT pairs of the same keys) may
     /// go out merged ([`SqlBuilder::plan_merged_updates`]): the replica's
     /// table has a primary key and no other unique key, no triggers, no
@@ -1178,7 +1182,7 @@ impl Channel {
                 })?;
                 let fk_off = rows.foreign_key_checks_off();
                 if table.merge_updates && !fk_off && rows.kind != RowKind::Insert {
-                    let columns = fix_signedness(&info.columns, &table.unsigned);
+                    let columns = complete_columns(&info.columns, &table.columns);
                     // An UPDATE, or a DELETE followed by the INSERT of the
                     // same keys (fused: the INSERT's rows replace them).
                     let merge = if rows.kind == RowKind::Update {
@@ -1246,7 +1250,7 @@ impl Channel {
                     );
                 }
                 planned.clear();
-                let columns = fix_signedness(&info.columns, &table.unsigned);
+                let columns = complete_columns(&info.columns, &table.columns);
                 if let Err(message) = self
                     .builder
                     .plan(rows, &columns, &table.shape, &mut planned)
@@ -1541,7 +1545,7 @@ impl Channel {
                             .await?;
                     }
                     planned.clear();
-                    let columns = fix_signedness(&info.columns, &table.unsigned);
+                    let columns = complete_columns(&info.columns, &table.columns);
                     if let Err(message) =
                         self.builder
                             .plan(rows, &columns, &table.shape, &mut planned)
@@ -1683,8 +1687,9 @@ impl Channel {
         Ok(())
     }
 
-    /// Column names, key and signedness of a table, from the binlog
-    /// metadata when complete, else from the replica (cached until DDL).
+    /// Column names, key, signedness and binary strings of a table, from
+    /// the binlog metadata when complete, else from the replica (cached
+    /// until DDL).
     async fn replica_table(
         &mut self,
         info: &TableInfo,
@@ -1696,12 +1701,9 @@ impl Channel {
             }
         }
         let names: Option<Vec<String>> = info.columns.iter().map(|c| c.name.clone()).collect();
-        let signed_known = info
-            .columns
-            .iter()
-            .all(|c| c.unsigned.is_some() || !is_integer(c));
+        let metadata_complete = !columns::needs_replica_definition(&info.columns);
         let table = if let (Some(names), Some(pk), true) =
-            (names, info.primary_key.clone(), signed_known)
+            (names, info.primary_key.clone(), metadata_complete)
         {
             ReplicaTable {
                 shape: TableShape {
@@ -1710,14 +1712,14 @@ impl Channel {
                     columns: names,
                     primary_key: (!pk.is_empty()).then_some(pk),
                 },
-                unsigned: vec![false; info.columns.len()],
+                columns: Vec::new(),
                 merge_updates: false,
             }
         } else {
-            let rows: Vec<(String, String)> = self
+            let rows: Vec<(String, String, String)> = self
                 .conn
                 .exec(
-                    "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+                    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
                      WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
                     (info.schema.as_str(), info.table.as_str()),
                 )
@@ -1731,16 +1733,17 @@ impl Channel {
                     (info.schema.as_str(), info.table.as_str()),
                 )
                 .await?;
-            let names: Vec<String> = rows.iter().map(|(n, _)| n.clone()).collect();
+            let replica_columns: Vec<ReplicaColumn> = rows
+                .iter()
+                .map(|(n, d, t)| ReplicaColumn::from_definition(n, d, t))
+                .collect();
+            let names: Vec<String> = replica_columns.iter().map(|c| c.name.clone()).collect();
             let primary_key: Vec<u16> = key_columns
                 .iter()
                 .filter_map(|k| names.iter().position(|n| n == k).map(|i| i as u16))
                 .collect();
             ReplicaTable {
-                unsigned: rows
-                    .iter()
-                    .map(|(_, t)| t.to_ascii_lowercase().contains("unsigned"))
-                    .collect(),
+                columns: replica_columns,
                 shape: TableShape {
                     schema: info.schema.clone(),
                     table: info.table.clone(),
@@ -1800,11 +1803,16 @@ fn rows_only(txn: &Transaction) -> bool {
 }
 
 /// The message of an UPDATE/DELETE that matched fewer rows than the
-/// master changed.
+/// master changed: the values it matched on, as shardrep bound them. It
+/// does not claim that the replica diverged: the values are the binlog's
+/// before image as shardrep decoded and completed it (padding, signedness
+/// from the replica's definition), and a fault there looks the same.
 fn divergence_message(statement: &PlannedStatement, shape: &TableShape, affected: u64) -> String {
     format!(
-        "{} of {}.{} matched {affected} of {} rows ({}): the replica has \
-         diverged from the master (row not found)",
+        "{} of {}.{} matched {affected} of {} rows: the replica has no row with {} \
+         (the values shardrep bound from the binlog's before image). Either the replica \
+         has diverged from the master, or these values differ from the master's row \
+         (a decoding or binding fault of shardrep: report it with this seqno)",
         match statement.kind {
             RowKind::Update => "UPDATE",
             RowKind::Delete => "DELETE",
@@ -1817,9 +1825,10 @@ fn divergence_message(statement: &PlannedStatement, shape: &TableShape, affected
     )
 }
 
-/// `key `id` = 2` (or `row `a` = 1, `b` = NULL` for a table without a
-/// primary key): the matched columns and their values, each value cut at
-/// 64 characters.
+/// `key `id` = 2` (or `columns `a` = 1, `b` = NULL` for a table without a
+/// primary key): the matched columns and their values as bound, bytes with
+/// control characters (a BINARY value's zero bytes) in hex, each value cut
+/// at 64 characters.
 fn describe_match(statement: &PlannedStatement, shape: &TableShape) -> String {
     let values = &statement.params[statement.params.len() - statement.matched.len()..];
     let by_key = shape
@@ -1835,7 +1844,19 @@ fn describe_match(statement: &PlannedStatement, shape: &TableShape) -> String {
                 .columns
                 .get(c as usize)
                 .map_or_else(|| format!("@{}", c + 1), |n| quote_ident(n));
-            let mut text = v.as_sql(false);
+            let mut text = match v {
+                // Binary bytes (zero bytes of a BINARY key, control
+                // characters) in hex, exactly as bound.
+                Param::Bytes(b) if b.iter().any(|&c| c < 0x20 || c == 0x7f) => {
+                    let mut hex = String::with_capacity(2 + 2 * b.len());
+                    hex.push_str("0x");
+                    for c in b {
+                        let _ = write!(hex, "{c:02X}");
+                    }
+                    hex
+                }
+                _ => v.as_sql(false),
+            };
             if text.chars().count() > 64 {
                 text = text.chars().take(64).collect::<String>() + "…";
             }
@@ -1844,7 +1865,7 @@ fn describe_match(statement: &PlannedStatement, shape: &TableShape) -> String {
         .collect();
     format!(
         "{} {}",
-        if by_key { "key" } else { "row" },
+        if by_key { "key" } else { "columns" },
         pairs.join(", ")
     )
 }
@@ -1864,31 +1885,14 @@ fn connect_error(settings: &ChannelSettings, e: &mysql_async::Error) -> ApplyErr
     }
 }
 
-fn is_integer(c: &ColumnInfo) -> bool {
-    matches!(
-        c.column_type,
-        column_type::TINY
-            | column_type::SHORT
-            | column_type::INT24
-            | column_type::LONG
-            | column_type::LONGLONG
-    )
-}
-
-/// Columns with signedness filled in from the replica where the binlog did
-/// not carry it.
-fn fix_signedness(columns: &[ColumnInfo], unsigned: &[bool]) -> Vec<ColumnInfo> {
-    columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let mut c = c.clone();
-            if c.unsigned.is_none() && is_integer(&c) {
-                c.unsigned = Some(unsigned.get(i).copied().unwrap_or(false));
-            }
-            c
-        })
-        .collect()
+/// Columns with what the binlog's metadata lacked (signedness, binary
+/// CHAR/BINARY) filled in from the replica's definition
+/// ([`columns::complete`]).
+fn complete_columns(binlog: &[ColumnInfo], replica: &[ReplicaColumn]) -> Vec<ColumnInfo> {
+    if replica.is_empty() {
+        return binlog.to_vec();
+    }
+    columns::complete(binlog, replica)
 }
 
 /// The statements that set a statement's session context before it runs:

@@ -3,12 +3,15 @@
 //!
 //! - [`sql`]: statements for row changes (prepared, bound parameters,
 //!   cached, multi-row inserts).
+//! - [`columns`]: column facts a `NO_LOG` binlog lacks (signedness,
+//!   binary CHAR/BINARY), from the replica's definitions.
 //! - [`retry`]: which errors are retried and which stop the service.
 //! - [`restart`]: the per-channel restart rows in the catalog schema.
 //! - [`skipped`]: the seqnos the DBA chose to skip, in the catalog schema.
 //! - [`channel`]: one channel's thread, blocks and commits.
 
 pub mod channel;
+pub mod columns;
 pub mod restart;
 pub mod retry;
 pub mod skipped;

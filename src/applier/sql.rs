@@ -33,7 +33,9 @@
 //! Values are bound as the session expects them under `time_zone =
 //! '+00:00'`, `sql_mode = 'NO_AUTO_VALUE_ON_ZERO'` (as the server's own
 //! row applier runs) and `SET NAMES binary`: integers and floats as
-//! numbers, DECIMAL as its exact text, strings and blobs as raw bytes,
+//! numbers, DECIMAL as its exact text, strings and blobs as raw bytes
+//! (a fixed-length binary value padded with zero bytes to its column's
+//! length, see [`crate::applier::columns`]),
 //! temporal values as their text with the column's precision (zero and
 //! partial-zero dates included), YEAR/ENUM/SET/BIT as their numbers.
 
@@ -106,8 +108,9 @@ pub struct PlannedStatement {
     /// Insert, update or delete.
     pub kind: RowKind,
     /// Rows the statement must affect (matched rows for UPDATE, with the
-    /// connection's `CLIENT_FOUND_ROWS`): fewer means the replica has
-    /// diverged.
+    /// connection's `CLIENT_FOUND_ROWS`): fewer means a row was not found
+    /// (the replica diverged, or the values bound differ from the
+    /// master's row).
     pub expected_rows: u64,
     /// Columns the WHERE clause matches on (UPDATE/DELETE; empty for
     /// INSERT); their values are the last `matched.len()` parameters.
@@ -628,10 +631,11 @@ fn push_match_params(
 pub fn to_param(value: &Value, column: &ColumnInfo) -> Param {
     match value {
         Value::Null => Param::NULL,
-        // A negative value of an unsigned column: the binlog carried no
-        // signedness (`binlog_row_metadata=NO_LOG`) and the column info was
-        // completed from the replica; the stored bits are the unsigned value.
-        Value::Int(v) if *v < 0 && column.unsigned == Some(true) => {
+        // A value of an unsigned column read as signed: the binlog carried
+        // no signedness (`binlog_row_metadata=NO_LOG`) and the column info
+        // was completed from the replica; the stored bits are the unsigned
+        // value (bound as such, as with FULL metadata).
+        Value::Int(v) if column.unsigned == Some(true) => {
             let bits = match column.column_type {
                 crate::event::column_type::TINY => 8,
                 crate::event::column_type::SHORT => 16,
@@ -651,7 +655,20 @@ pub fn to_param(value: &Value, column: &ColumnInfo) -> Param {
         Value::Float(v) => Param::Float(*v),
         Value::Double(v) => Param::Double(*v),
         Value::Decimal(s) => Param::Bytes(s.as_bytes().to_vec()),
-        Value::Bytes(b) => Param::Bytes(b.clone()),
+        // A fixed-length binary column (BINARY(n), UUID, INET6): the
+        // binlog dropped the trailing zero bytes and the metadata (or the
+        // replica's definition, `applier::columns`) says the column is
+        // binary: padded back to its n bytes, as the replica stores it, so
+        // that a WHERE on it matches. CHAR is never padded.
+        Value::Bytes(b) => match crate::applier::columns::binary_pad_length(column) {
+            Some(n) if b.len() < n => {
+                let mut padded = Vec::with_capacity(n);
+                padded.extend_from_slice(b);
+                padded.resize(n, 0);
+                Param::Bytes(padded)
+            }
+            _ => Param::Bytes(b.clone()),
+        },
         Value::Json(s) => Param::Bytes(s.as_bytes().to_vec()),
         Value::Year(y) => Param::UInt(u64::from(*y)),
         Value::Bit(v) | Value::Set(v) => Param::UInt(*v),
@@ -1001,6 +1018,30 @@ mod tests {
             ),
             Param::Bytes(b"-0.50".to_vec())
         );
+    }
+
+    #[test]
+    fn binary_values_are_padded_to_the_column_length_and_char_never() {
+        // BINARY(4) (collation 63), CHAR(4) utf8mb4 (45), CHAR with an
+        // unknown collation (NO_LOG, not completed): only BINARY is padded.
+        let mut binary = col(column_type::STRING);
+        binary.meta = 0xfe04;
+        binary.charset = Some(63);
+        let mut text = binary.clone();
+        text.charset = Some(45);
+        let mut unknown = binary.clone();
+        unknown.charset = None;
+        let v = Value::Bytes(vec![1, 0]);
+        assert_eq!(to_param(&v, &binary), Param::Bytes(vec![1, 0, 0, 0]));
+        assert_eq!(
+            to_param(&Value::Bytes(Vec::new()), &binary),
+            Param::Bytes(vec![0; 4])
+        );
+        assert_eq!(to_param(&v, &text), Param::Bytes(vec![1, 0]));
+        assert_eq!(to_param(&v, &unknown), Param::Bytes(vec![1, 0]));
+        let full = Value::Bytes(vec![1, 2, 3, 4]);
+        assert_eq!(to_param(&full, &binary), Param::Bytes(vec![1, 2, 3, 4]));
+        assert_eq!(to_param(&Value::Null, &binary), Param::NULL);
     }
 
     #[test]

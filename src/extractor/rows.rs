@@ -78,7 +78,8 @@
 //!   column's collation is known to be binary (63) the value is padded back
 //!   with zero bytes to the column's byte length (n); when the collation is
 //!   unknown (`binlog_row_metadata=NO_LOG`) it is left as logged and the
-//!   applier must pad with the replica's definition. ENUM: 1 or 2 bytes →
+//!   applier pads it with the replica's definition
+//!   (`crate::applier::columns`). ENUM: 1 or 2 bytes →
 //!   [`Value::Enum`]; SET: 1..8 bytes → [`Value::Set`].
 //! - VARCHAR/VAR_STRING: 1-byte length when the maximum byte length is below
 //!   256, else 2 bytes. BLOB/TEXT/GEOMETRY (and MariaDB's JSON, a LONGTEXT):
