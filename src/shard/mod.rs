@@ -25,12 +25,14 @@ use std::fmt;
 
 pub mod channel;
 pub mod filter;
+pub mod foreign_keys;
 pub mod map;
 pub mod statement;
 pub mod store;
 
 pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
 pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
+pub use foreign_keys::{ForeignKey, ForeignKeyGroups, ShardGroup};
 pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
 
