@@ -17,6 +17,8 @@
 //!   home-master enforcement, `#LOCAL`, unknown shards, the catalog schema);
 //! - [`channel`]: on which channel it is applied, and whether it is critical
 //!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
+//! - [`foreign_keys`]: which shards foreign keys on the replica join, so
+//!   that they share one channel ([`ForeignKeyGroups`]).
 //!
 //! The loaders of `shard.map` and `conf/shard.list` reject a file with every
 //! bad line listed ([`LineProblem`]), never the first one only.
