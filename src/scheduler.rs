@@ -237,9 +237,20 @@ where
             }
             return Ok(last_marker);
         }
-        let Some((txn, epoch, gtid_position)) =
-            next(settings.poll).map_err(SchedulerError::Queue)?
-        else {
+        let next_txn = next(settings.poll).map_err(SchedulerError::Queue)?;
+        // After a transaction that changes routing: once it has committed,
+        // before the next one is routed (or now, when idle, so that status
+        // shows the new routing).
+        if let Some(changed) = refresh_after.take() {
+            barrier(&last_sent)?;
+            router
+                .refresh()
+                .map_err(|message| SchedulerError::Routing {
+                    seqno: changed,
+                    message,
+                })?;
+        }
+        let Some((txn, epoch, gtid_position)) = next_txn else {
             // Idle: let every channel record the last handled position, so
             // the restart rows (and `wait --applied`) reach it now rather
             // than after `sync_interval_seqnos` more transactions.
@@ -253,15 +264,6 @@ where
             }
             continue;
         };
-        if let Some(changed) = refresh_after.take() {
-            barrier(&last_sent)?;
-            router
-                .refresh()
-                .map_err(|message| SchedulerError::Routing {
-                    seqno: changed,
-                    message,
-                })?;
-        }
         let seqno = txn.seqno;
         let mut marker = Marker::of(&txn, epoch);
         if !gtid_position.is_empty() {
