@@ -244,6 +244,27 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
         assert_eq!(entry.get("serializedReason"), None, "{entry}");
         assert_eq!(entry["channel"], hash_channel(shard, CHANNELS), "{entry}");
     }
+    // A key dropped by the last transaction: once it is applied (the
+    // source then idle), C and D are independent again.
+    let mut master = sb.connect(Server::Master).await;
+    on_master(
+        &mut master,
+        &format!("ALTER TABLE {qd}.child DROP FOREIGN KEY fk_d_c"),
+    )
+    .await;
+    drop(master);
+    wait_applied_to_master(sb, &spec).await;
+    let shards: Value =
+        serde_json::from_str(&ctl_ok(&spec, &["status", "--name", "shards", "--json"])).unwrap();
+    for shard in [&c, &d] {
+        let entry = shard_entry(&shards, shard);
+        assert_eq!(entry.get("foreignKeyGroup"), None, "{entry}");
+        assert_eq!(entry["channel"], hash_channel(shard, CHANNELS), "{entry}");
+    }
+    assert_eq!(
+        shard_entry(&shards, &a)["foreignKeyGroup"],
+        serde_json::json!(if a < b { [&a, &b] } else { [&b, &a] })
+    );
     // The backlog went over several channels.
     let channels: Value =
         serde_json::from_str(&ctl_ok(&spec, &["status", "--name", "channels", "--json"])).unwrap();
