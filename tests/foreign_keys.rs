@@ -28,6 +28,9 @@ use common::{
 
 const CHANNELS: u16 = 8;
 
+/// The tests of this file take over the same replica: one at a time.
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A fresh (parent, child) pair of schema names that hash to different
 /// channels of [`CHANNELS`].
 fn pair(label: &str) -> (String, String) {
@@ -83,16 +86,66 @@ fn shard_entry<'a>(shards: &'a Value, shard: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no shard {shard} in {shards}"))
 }
 
-// A: parent schema, B: child schema (ON DELETE CASCADE and RESTRICT keys
-// to A), joined from the start. C, D: joined by a key that ALTER TABLE
-// adds in the middle of the stream. E, F: joined, then dropped (child
-// schema first, then parent). The master writes a backlog while native
-// replication on the replica is stopped; shardrep takes the replica over
-// and applies it with 8 channels; every table ends equal to the master's,
-// without an error, and status names the serialized shards and their keys.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
-    let sb = sandbox();
+/// Every table of `schemas` equal to the master's, row by row, with the
+/// rows the backlog leaves; E and F dropped.
+async fn assert_replica_equal(sb: &Sandbox, schemas: &Schemas) {
+    let Schemas { a, b, c, d, e, f } = schemas;
+    for (schema, table, rows) in [
+        // Parents 0 and 147..150, with their children.
+        (&a, "parent", 5),
+        (&b, "child_cascade", 8),
+        (&b, "child_restrict", 4),
+        // Parents 72..146 deleted after the key was added, with their
+        // children.
+        (&c, "parent", 76),
+        (&d, "child", 75),
+    ] {
+        assert_eq!(
+            count(sb, Server::Master, schema, table).await,
+            rows,
+            "{schema}.{table}"
+        );
+        assert_table_equal(sb, Server::Master, TARGET, schema, table).await;
+    }
+    for schema in [&e, &f] {
+        assert!(
+            !schema_exists(sb, TARGET, schema).await,
+            "{schema} on the replica"
+        );
+    }
+}
+
+/// The schemas of a run: (A, B), (C, D), (E, F) as (parent, child).
+struct Schemas {
+    a: String,
+    b: String,
+    c: String,
+    d: String,
+    e: String,
+    f: String,
+}
+
+impl Schemas {
+    fn all(&self) -> Vec<String> {
+        [&self.a, &self.b, &self.c, &self.d, &self.e, &self.f]
+            .map(|s| s.to_string())
+            .to_vec()
+    }
+
+    /// Children first: a parent schema cannot be dropped before them.
+    fn drop_order(&self) -> Vec<String> {
+        [&self.b, &self.a, &self.d, &self.c, &self.f, &self.e]
+            .map(|s| s.to_string())
+            .to_vec()
+    }
+}
+
+const ROUNDS: i32 = 150;
+
+/// Creates the schemas and their tables (native replication brings them to
+/// the replica), stops the replica's SQL thread, and writes the backlog on
+/// the master (see the first test).
+async fn write_backlog(sb: &Sandbox) -> Schemas {
     native_from_now(sb).await;
     let (a, b) = pair("fk_ab");
     let (c, d) = pair("fk_cd");
@@ -135,7 +188,6 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
 
     // The backlog: each statement its own transaction, parents and
     // children interleaved.
-    const ROUNDS: i32 = 150;
     for i in 1..=ROUNDS {
         let old = i - 4;
         let mut sql = vec![
@@ -188,6 +240,23 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
     on_master(&mut master, &format!("DROP DATABASE {qe}")).await;
     drop(master);
 
+    Schemas { a, b, c, d, e, f }
+}
+
+// A: parent schema, B: child schema (ON DELETE CASCADE and RESTRICT keys
+// to A), joined from the start. C, D: joined by a key that ALTER TABLE
+// adds in the middle of the stream. E, F: joined, then dropped (child
+// schema first, then parent). The master writes a backlog while native
+// replication on the replica is stopped; shardrep takes the replica over
+// and applies it with 8 channels; every table ends equal to the master's,
+// without an error, and status names the serialized shards and their keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let schemas = write_backlog(sb).await;
+    let Schemas { a, b, c, d, e, f } = &schemas;
+    let (qd, all) = (quote_ident(d), schemas.all());
     let mut spec = ServiceSpec::new("fk", &all, "takeover");
     spec.channels = CHANNELS;
     let mut process = spec.spawn(sb, false);
@@ -213,7 +282,7 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
     ] {
         let group = first(parent, child);
         let channel = hash_channel(&group, CHANNELS);
-        let mut members = vec![parent.clone(), child.clone()];
+        let mut members = vec![parent.to_string(), child.to_string()];
         members.sort();
         let reason = format!(
             "foreign key{} {}; channel {channel} (of shard {group}, hash)",
@@ -278,37 +347,60 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
     let log = process.log_text();
     assert!(process.terminate(), "clean stop:\n{log}");
 
-    // Row by row equal to the master's.
-    for (schema, table, rows) in [
-        // Parents 0 and 147..150, with their children.
-        (&a, "parent", 5),
-        (&b, "child_cascade", 8),
-        (&b, "child_restrict", 4),
-        // Parents 72..146 deleted after the key was added, with their
-        // children.
-        (&c, "parent", 76),
-        (&d, "child", 75),
-    ] {
-        assert_eq!(
-            count(sb, Server::Master, schema, table).await,
-            rows,
-            "{schema}.{table}"
-        );
-        assert_table_equal(sb, Server::Master, TARGET, schema, table).await;
-    }
-    for schema in [&e, &f] {
-        assert!(
-            !schema_exists(sb, TARGET, schema).await,
-            "{schema} on the replica"
-        );
-    }
+    assert_replica_equal(sb, &schemas).await;
     assert!(
         log.contains("shards joined by foreign keys are serialized on one channel"),
         "{log}"
     );
     assert!(!log.contains("ERROR"), "{log}");
 
-    // Child schemas first: a parent schema cannot be dropped before them.
-    drop_everywhere(sb, &[b, a, d, c, f, e]).await;
+    drop_everywhere(sb, &schemas.drop_order()).await;
+    spec.remove(sb).await;
+}
+
+// The same backlog, with the service killed (SIGKILL) while it applies it,
+// around the ALTER TABLE that joins C and D, then started again: the
+// restart reads the replica's foreign keys as they are then, and resumes
+// with nothing lost or applied twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_while_the_groups_change_resumes_without_error() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let schemas = write_backlog(sb).await;
+    let mut spec = ServiceSpec::new("fkkill", &schemas.all(), "takeover");
+    spec.channels = CHANNELS;
+    spec.block = 10;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    // Seqnos count from the takeover point: 9 transactions in each of
+    // the first 4 rounds, 12 in the later ones, so the ALTER TABLE is
+    // seqno 4 * 9 + 12 * (ROUNDS / 2 - 4) (888). The kill comes a little
+    // after the service has applied 90 seqnos less (status polling lags).
+    let alter = u64::try_from(4 * 9 + 12 * (ROUNDS / 2 - 4)).unwrap();
+    let near = alter - 90;
+    common::wait_until(
+        "applied near the ALTER TABLE",
+        Duration::from_secs(120),
+        || {
+            let s = common::service::status(&spec);
+            assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
+            async move { (s["appliedLastSeqno"].as_u64().unwrap_or(0) >= near).then_some(()) }
+        },
+    )
+    .await
+    .unwrap();
+    process.kill();
+    let restart = spec.restart_seqnos(sb).await;
+    eprintln!("restart rows after the kill: {restart:?}");
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    let log = process.log_text();
+    assert!(process.terminate(), "clean stop:\n{log}");
+    assert_replica_equal(sb, &schemas).await;
+    assert!(!log.contains("ERROR"), "{log}");
+    drop_everywhere(sb, &schemas.drop_order()).await;
     spec.remove(sb).await;
 }

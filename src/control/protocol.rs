@@ -599,6 +599,7 @@ pub struct ShardStatus {
     /// `serializedReason`: why the group is serialized: its foreign keys
     /// (`child_schema.table (constraint) -> parent_schema.table`) and
     /// whose assignment gives the channel; absent when not in a group.
+    /// Both are known while the service is online.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serialized_reason: Option<String>,
 }
