@@ -331,7 +331,7 @@ async fn shards_joined_by_foreign_keys_apply_in_the_masters_order() {
         assert_eq!(entry["channel"], hash_channel(shard, CHANNELS), "{entry}");
     }
     assert_eq!(
-        shard_entry(&shards, &a)["foreignKeyGroup"],
+        shard_entry(&shards, a)["foreignKeyGroup"],
         serde_json::json!(if a < b { [&a, &b] } else { [&b, &a] })
     );
     // The backlog went over several channels.
