@@ -88,6 +88,7 @@ fn router(assignment: ChannelAssignment) -> ShardRouter {
         filter: ShardFilter::new("svc", shard_map()),
         assignment,
         map_updates: None,
+        foreign_keys: None,
     }
 }
 

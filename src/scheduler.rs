@@ -15,6 +15,17 @@
 //!   its restart row when it has nothing newer, so a restart never replays
 //!   a long tail, dropped transactions are not re-read forever, and the
 //!   applied seqno reaches the last handled one.
+//! - **Routing changes** ([`Router::changes_routing`]: DDL that may add
+//!   or drop a foreign key between shards, [`crate::shard::foreign_keys`]):
+//!   barrier, then every channel's restart row is brought to the seqno
+//!   before the transaction (SYNC, waited for); the transaction runs alone
+//!   on its shard's own channel (not its foreign-key group's); before the
+//!   next transaction is routed it must have committed, and the router
+//!   reads the foreign keys again ([`Router::refresh`]). So a restart after
+//!   a crash never replays a transaction from before the change (the
+//!   replica's foreign keys, read at start, are those every replayed
+//!   transaction was routed with), and the changing transaction itself is
+//!   routed the same way before and after the change.
 //! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
 //!   the last handled seqno goes to every channel: all rows end equal.
 
@@ -56,6 +67,23 @@ pub enum Route {
 pub trait Router: Send {
     /// The route of `txn`.
     fn route(&mut self, txn: &Transaction) -> Route;
+
+    /// Whether `txn`, once applied, may change how later transactions are
+    /// routed (see the module doc; a DDL that may add or drop a foreign key
+    /// between shards). Asked for transactions routed to a channel.
+    /// Default: never.
+    fn changes_routing(&self, _txn: &Transaction) -> bool {
+        false
+    }
+
+    /// Reads again what routing depends on, once a transaction for which
+    /// [`Router::changes_routing`] held has committed.
+    ///
+    /// # Errors
+    /// A message naming what could not be read.
+    fn refresh(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Counters the scheduler keeps (read by status).
@@ -94,6 +122,15 @@ pub enum SchedulerError {
     /// Reading the queue failed.
     #[error("reading the transaction queue: {0}")]
     Queue(String),
+    /// The router could not read again what routing depends on (the
+    /// replica's foreign keys) after a DDL; nothing after it is routed.
+    #[error("after seqno {seqno}: {message}")]
+    Routing {
+        /// The DDL's seqno (committed).
+        seqno: Seqno,
+        /// What failed.
+        message: String,
+    },
     /// A channel's input closed unexpectedly (its thread ended).
     #[error("channel {0} stopped unexpectedly")]
     ChannelGone(usize),
@@ -145,6 +182,8 @@ where
     let mut critical_channel: Option<usize> = None;
     let mut last_marker: Option<Arc<Marker>> = None;
     let mut since_sync = 0u64;
+    // A transaction that changes routing was sent: its seqno.
+    let mut refresh_after: Option<Seqno> = None;
     let send = |channel: usize, work: Work| -> Result<(), SchedulerError> {
         senders[channel]
             .send(work)
@@ -198,9 +237,20 @@ where
             }
             return Ok(last_marker);
         }
-        let Some((txn, epoch, gtid_position)) =
-            next(settings.poll).map_err(SchedulerError::Queue)?
-        else {
+        let next_txn = next(settings.poll).map_err(SchedulerError::Queue)?;
+        // After a transaction that changes routing: once it has committed,
+        // before the next one is routed (or now, when idle, so that status
+        // shows the new routing).
+        if let Some(changed) = refresh_after.take() {
+            barrier(&last_sent)?;
+            router
+                .refresh()
+                .map_err(|message| SchedulerError::Routing {
+                    seqno: changed,
+                    message,
+                })?;
+        }
+        let Some((txn, epoch, gtid_position)) = next_txn else {
             // Idle: let every channel record the last handled position, so
             // the restart rows (and `wait --applied`) reach it now rather
             // than after `sync_interval_seqnos` more transactions.
@@ -261,8 +311,31 @@ where
             }
             Route::Apply { channel, critical } => {
                 let bytes = txn.approx_bytes() as u64;
+                let reroutes = router.changes_routing(&txn);
+                if reroutes {
+                    barrier(&last_sent)?;
+                    if let Some(before) = &last_marker {
+                        since_sync = 0;
+                        for c in 0..channels {
+                            send(c, Work::Sync(before.clone()))?;
+                        }
+                        let synced = progress.wait_until(|p| {
+                            (0..channels).all(|c| p.committed(c).is_some_and(|d| d >= before.seqno))
+                        });
+                        if !synced {
+                            return Err(SchedulerError::Apply(
+                                progress.error().expect("wait_until failed on an error"),
+                            ));
+                        }
+                    }
+                    if critical_channel.is_none() {
+                        counters.serializations.fetch_add(1, Ordering::Relaxed);
+                    }
+                    critical_channel = Some(channel);
+                    refresh_after = Some(seqno);
+                }
                 let txn = Arc::new(txn);
-                if critical {
+                if critical || reroutes {
                     let channel = match critical_channel {
                         Some(c) => c,
                         None => {
@@ -321,7 +394,8 @@ where
 /// The production [`Router`]: the shard filter decides whether a
 /// transaction is applied, the channel assignment where, and whether it is
 /// critical (the map's `critical` column, the shard list's `(critical)`,
-/// and `#UNKNOWN` always).
+/// and `#UNKNOWN` always). Shards joined by foreign keys are routed to
+/// their group's channel ([`crate::shard::foreign_keys`]).
 pub struct ShardRouter {
     /// The service's shard filter (holds the shard map).
     pub filter: crate::shard::filter::ShardFilter,
@@ -330,6 +404,9 @@ pub struct ShardRouter {
     /// A new shard map, taken before the next transaction is routed (the
     /// DBA's shard edits while online).
     pub map_updates: Option<Arc<std::sync::Mutex<Option<crate::shard::map::ShardMap>>>>,
+    /// The shards joined by foreign keys on the replica, and how to read
+    /// them again after DDL; `None`: every shard is independent.
+    pub foreign_keys: Option<crate::shard::foreign_keys::ForeignKeyRouting>,
 }
 
 impl Router for ShardRouter {
@@ -341,10 +418,27 @@ impl Router for ShardRouter {
             }
         }
         match self.filter.decide_transaction(txn) {
-            Decision::Accept(_) => Route::Apply {
-                channel: self.assignment.channel_of(&txn.shard).index(),
-                critical: self.assignment.is_critical(&txn.shard, self.filter.map()),
-            },
+            Decision::Accept(_) => {
+                let critical = self.assignment.is_critical(&txn.shard, self.filter.map());
+                let own = self.assignment.channel_of(&txn.shard);
+                match &self.foreign_keys {
+                    // A DDL that may change the groups runs alone on its
+                    // shard's own channel: the same before and after the
+                    // change (module doc).
+                    Some(_) if self.changes_routing(txn) => Route::Apply {
+                        channel: own.index(),
+                        critical: true,
+                    },
+                    Some(fk) => Route::Apply {
+                        channel: fk.groups().channel_of(&txn.shard).unwrap_or(own).index(),
+                        critical,
+                    },
+                    None => Route::Apply {
+                        channel: own.index(),
+                        critical,
+                    },
+                }
+            }
             Decision::Drop(reason) => {
                 // Under enforce_home, most drops are routine: a shard's
                 // transactions reaching this source by replication from
@@ -378,6 +472,19 @@ impl Router for ShardRouter {
             Decision::Error(reason) => Route::Error {
                 message: reason.message,
             },
+        }
+    }
+
+    fn changes_routing(&self, txn: &Transaction) -> bool {
+        self.foreign_keys
+            .as_ref()
+            .is_some_and(|fk| crate::shard::foreign_keys::may_change_foreign_keys(txn, fk.groups()))
+    }
+
+    fn refresh(&mut self) -> Result<(), String> {
+        match &mut self.foreign_keys {
+            Some(fk) => fk.refresh(&self.assignment),
+            None => Ok(()),
         }
     }
 }

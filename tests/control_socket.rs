@@ -202,6 +202,8 @@ impl ControlHandler for Fake {
             applied_last_event_id: Some("mariadb-bin.000003:1234".into()),
             applied_latency: Some(0.125),
             event_count: 17,
+            foreign_key_group: Vec::new(),
+            serialized_reason: None,
         }])
     }
 

@@ -1656,7 +1656,7 @@ impl Channel {
         if let Err(mysql_async::Error::Server(e)) = &result {
             if ddl
                 && self.replay_ddl == Some(txn.seqno)
-                && crate::applier::retry::is_ddl_already_applied(e.code)
+                && crate::applier::retry::is_ddl_already_applied_error(e.code, &e.message)
             {
                 tracing::warn!(
                     channel = self.settings.channel.get(),

@@ -91,6 +91,15 @@ pub fn is_ddl_already_applied(code: u16) -> bool {
     )
 }
 
+/// [`is_ddl_already_applied`], or a foreign key that already exists:
+/// 1826 (`ER_DUP_CONSTRAINT_NAME`), or 1005 (`ER_CANT_CREATE_TABLE`) whose
+/// message names InnoDB's errno 121 (a duplicate constraint name, what
+/// MariaDB 10.11 reports when `ALTER TABLE … ADD FOREIGN KEY` is run again).
+/// Same use as [`is_ddl_already_applied`].
+pub fn is_ddl_already_applied_error(code: u16, message: &str) -> bool {
+    is_ddl_already_applied(code) || code == 1826 || (code == 1005 && message.contains("errno: 121"))
+}
+
 /// Capped exponential backoff: `initial` doubled per attempt up to `max`.
 #[derive(Clone, Debug)]
 pub struct Backoff {
@@ -145,6 +154,21 @@ mod tests {
         for code in [1062, 1032, 1064, 1213, 1205, 1142, 1044] {
             assert!(!is_ddl_already_applied(code), "{code}");
         }
+    }
+
+    #[test]
+    fn ddl_replay_tolerates_an_existing_foreign_key() {
+        let dup =
+            "Can't create table `d`.`child` (errno: 121 \"Duplicate key on write or update\")";
+        assert!(is_ddl_already_applied_error(1005, dup));
+        assert!(is_ddl_already_applied_error(
+            1826,
+            "Duplicate FOREIGN KEY constraint name"
+        ));
+        assert!(is_ddl_already_applied_error(1050, ""));
+        let bad = "Can't create table `d`.`child` (errno: 150 \"Foreign key constraint is incorrectly formed\")";
+        assert!(!is_ddl_already_applied_error(1005, bad));
+        assert!(!is_ddl_already_applied_error(1062, dup));
     }
 
     #[test]

@@ -605,6 +605,17 @@ pub struct ShardStatus {
     pub applied_latency: Option<f64>,
     /// `eventCount`: transactions of this shard applied since online.
     pub event_count: u64,
+    /// `foreignKeyGroup`: the shards (this one included) that foreign keys
+    /// on the replica join to this one, serialized on one channel
+    /// (`channel`); absent when none does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_key_group: Vec<String>,
+    /// `serializedReason`: why the group is serialized: its foreign keys
+    /// (`child_schema.table (constraint) -> parent_schema.table`) and
+    /// whose assignment gives the channel; absent when not in a group.
+    /// Both are known while the service is online.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serialized_reason: Option<String>,
 }
 
 /// One row of the shard map on the wire (`shard list|insert|update`).

@@ -34,6 +34,9 @@ use crate::queue::{QueueOptions, TransactionQueue};
 use crate::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::filter::ShardFilter;
+use crate::shard::foreign_keys::{
+    read_foreign_keys, ForeignKeyGroups, ForeignKeyReader, ForeignKeyRouting,
+};
 use crate::shard::map::ShardMap;
 use crate::shard::store;
 
@@ -233,6 +236,8 @@ pub struct Observer {
     pub applying: AtomicBool,
     /// The takeover point, when this run took over native replication.
     pub takeover: Mutex<Option<crate::replica::TakeoverPoint>>,
+    /// The shards joined by foreign keys (updated after DDL).
+    pub foreign_keys: Mutex<Option<Arc<Mutex<ForeignKeyGroups>>>>,
 }
 
 /// Runs the service until `stop` is set (or, with
@@ -404,10 +409,23 @@ pub fn run(
     let filter = ShardFilter::from_config(config, map);
     let assignment = ChannelAssignment::from_config(&config.apply)
         .map_err(|e| RunError::setup(e.to_string()))?;
+    // Shards joined by foreign keys, read after takeover (the replica is
+    // at the position this run starts from).
+    let foreign_keys =
+        ForeignKeyRouting::start(foreign_key_reader(config), &assignment).map_err(|e| {
+            RunError::setup(format!(
+                "reading the replica's foreign keys \
+                 (information_schema.REFERENTIAL_CONSTRAINTS): {e}"
+            ))
+        })?;
+    if let Some(o) = &options.observer {
+        *o.foreign_keys.lock().expect("observer") = Some(foreign_keys.shared());
+    }
     let mut router = ShardRouter {
         filter,
         assignment,
         map_updates: options.map_updates.clone(),
+        foreign_keys: Some(foreign_keys),
     };
 
     // Extractor thread.
@@ -668,6 +686,28 @@ pub(crate) fn skip_ranges(skips: &[SkippedSeqno]) -> Vec<std::ops::RangeInclusiv
         }
     }
     out
+}
+
+/// Reads the replica's cross-schema foreign keys, each time on a new
+/// connection of its own (at start and after DDL that may change them).
+fn foreign_key_reader(config: &Config) -> ForeignKeyReader {
+    let opts = replica_opts(config);
+    Box::new(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(opts.clone())
+                .await
+                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let keys = read_foreign_keys(&mut conn)
+                .await
+                .map_err(|e| format!("reading the replica's foreign keys: {e}"));
+            let _ = conn.disconnect().await;
+            keys
+        })
+    })
 }
 
 /// Takes over from the replica's native replication: checks the master

@@ -748,26 +748,45 @@ impl ControlHandler for Service {
         let map = self.read_map()?;
         let assignment = ChannelAssignment::from_config(&self.config.apply)
             .map_err(|e| failed(e.to_string()))?;
-        let progress = self.lock().run.as_ref().and_then(|r| {
-            r.observer
-                .progress
-                .lock()
-                .expect("observer")
+        let (progress, groups) = {
+            let inner = self.lock();
+            let observer = inner.run.as_ref().map(|r| r.observer.clone());
+            let progress = observer
                 .as_ref()
-                .cloned()
-        });
-        Ok(map
-            .iter()
-            .map(|e| {
-                let applied = progress.as_ref().and_then(|p| p.shard_applied(&e.shard_id));
+                .and_then(|o| o.progress.lock().expect("observer").as_ref().cloned());
+            // The live run's foreign-key groups (none when offline).
+            let groups = observer
+                .and_then(|o| o.foreign_keys.lock().expect("observer").clone())
+                .map(|g| g.lock().expect("foreign-key groups lock").clone())
+                .unwrap_or_default();
+            (progress, groups)
+        };
+        // The map's shards, and those a foreign key joins that it lacks.
+        let mut ids: std::collections::BTreeSet<String> =
+            map.iter().map(|e| e.shard_id.clone()).collect();
+        ids.extend(
+            groups
+                .groups()
+                .iter()
+                .flat_map(|g| g.shards.iter().cloned()),
+        );
+        Ok(ids
+            .into_iter()
+            .map(|shard_id| {
+                let applied = progress.as_ref().and_then(|p| p.shard_applied(&shard_id));
+                let group = groups.group_of(&shard_id);
                 ShardStatus {
-                    shard_id: e.shard_id.clone(),
-                    channel: assignment.channel_of(&e.shard_id).get(),
-                    critical: assignment.is_critical(&e.shard_id, &map),
+                    channel: group
+                        .map_or_else(|| assignment.channel_of(&shard_id), |g| g.channel)
+                        .get(),
+                    critical: assignment.is_critical(&shard_id, &map),
                     applied_last_seqno: applied.as_ref().map(|a| a.seqno.get()),
                     applied_last_event_id: applied.as_ref().map(|a| a.event_id.clone()),
                     applied_latency: applied.as_ref().map(|a| a.latency),
                     event_count: applied.map_or(0, |a| a.count),
+                    foreign_key_group: group.map(|g| g.shards.clone()).unwrap_or_default(),
+                    serialized_reason: group.map(|g| g.reason()),
+                    shard_id,
                 }
             })
             .collect())

@@ -17,6 +17,8 @@
 //!   home-master enforcement, `#LOCAL`, unknown shards, the catalog schema);
 //! - [`channel`]: on which channel it is applied, and whether it is critical
 //!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
+//! - [`foreign_keys`]: which shards foreign keys on the replica join, so
+//!   that they share one channel ([`ForeignKeyGroups`]).
 //!
 //! The loaders of `shard.map` and `conf/shard.list` reject a file with every
 //! bad line listed ([`LineProblem`]), never the first one only.
@@ -25,12 +27,14 @@ use std::fmt;
 
 pub mod channel;
 pub mod filter;
+pub mod foreign_keys;
 pub mod map;
 pub mod statement;
 pub mod store;
 
 pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
 pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
+pub use foreign_keys::{ForeignKey, ForeignKeyGroups, ShardGroup};
 pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
 
