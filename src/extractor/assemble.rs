@@ -190,6 +190,7 @@ impl Assembler {
                     default_schema: None,
                     context: SessionContext::default(),
                     error_code: 0,
+                    thread_id: None,
                 }));
                 Ok(Some(self.finish(header.timestamp, end)))
             }
@@ -493,6 +494,7 @@ mod tests {
             default_schema: db.map(str::to_string),
             context: SessionContext::default(),
             error_code: 0,
+            thread_id: None,
         })
     }
 
