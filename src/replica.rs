@@ -556,8 +556,10 @@ impl MasterFacts {
 /// Checks (MariaDB KB, "Replication and Binary Log System Variables" and
 /// "Binary Log Formats"):
 /// - `log_bin` is `ON` (else [`ReplicaError::Setting`] naming `log_bin`);
-/// - `binlog_format` (global) is `ROW`; `STATEMENT` and `MIXED` are refused
-///   naming `binlog_format`, expected `ROW` and the actual value;
+/// - `binlog_format` (global) is `ROW` or `MIXED` (MIXED logs as
+///   statements only what is safe to replay, temporary tables included,
+///   which the channels apply as statements); `STATEMENT` is refused
+///   naming `binlog_format`, expected `ROW or MIXED` and the actual value;
 /// - `binlog_row_image` is `FULL`, `MINIMAL` or `NOBLOB` (reported in
 ///   [`MasterFacts::row_image`]); anything else is refused;
 /// - reads `binlog_checksum`, `server_id`, `gtid_domain_id`,
@@ -598,13 +600,13 @@ pub async fn check_master(conn: &mut Conn) -> Result<MasterFacts, ReplicaError> 
         ));
     }
     let format = required(&row, &server, "binlog_format")?.to_ascii_uppercase();
-    if format != "ROW" {
+    if format != "ROW" && format != "MIXED" {
         return Err(setting(
             "binlog_format",
-            "ROW",
+            "ROW or MIXED",
             &format,
-            "; shardrep applies row events only (SET GLOBAL binlog_format = 'ROW' and \
-             binlog_format = ROW in the master's configuration)",
+            "; statement format replays unsafe statements as they are (SET GLOBAL \
+             binlog_format = 'ROW' and binlog_format = ROW in the master's configuration)",
         ));
     }
     let image = required(&row, &server, "binlog_row_image")?.to_ascii_uppercase();

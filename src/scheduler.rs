@@ -17,6 +17,13 @@
 //!   applied seqno reaches the last handled one.
 //! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
 //!   the last handled seqno goes to every channel: all rows end equal.
+//! - **Temporary tables** (statement and mixed binlog formats): every
+//!   transaction of a master session that holds temporary tables, or
+//!   creates or drops one, runs on channel [`TEMP_TABLE_CHANNEL`] behind a
+//!   barrier, where the channel sets the session's `pseudo_thread_id`
+//!   ([`crate::shard::temp_tables`]): one connection keeps every master
+//!   session's temporary tables apart, and the barrier keeps them in order
+//!   with the transactions that read what they write.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -71,7 +78,18 @@ pub struct SchedulerCounters {
     pub skipped: AtomicU64,
     /// Last seqno handled (dispatched or dropped), plus one; 0: none.
     pub handled_next: AtomicU64,
+    /// Temporary tables of master sessions open on the replica as of the
+    /// last dispatched transaction (native replication's
+    /// `Slave_open_temp_tables`).
+    pub open_temp_tables: AtomicU64,
+    /// The master sessions holding them, one line each
+    /// (`server S thread T: db.a, db.b`).
+    pub temp_table_sessions: std::sync::Mutex<Vec<String>>,
 }
+
+/// The channel that applies every transaction of master sessions with
+/// temporary tables (see the module doc).
+pub const TEMP_TABLE_CHANNEL: usize = 0;
 
 /// Why the scheduler stopped.
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +163,7 @@ where
     let mut critical_channel: Option<usize> = None;
     let mut last_marker: Option<Arc<Marker>> = None;
     let mut since_sync = 0u64;
+    let mut temp_tables = crate::shard::temp_tables::TempTables::default();
     let send = |channel: usize, work: Work| -> Result<(), SchedulerError> {
         senders[channel]
             .send(work)
@@ -190,6 +209,16 @@ where
                 .is_some_and(|i| i.load(Ordering::Acquire));
             if immediate {
                 return Ok(None);
+            }
+            if temp_tables.count() > 0 {
+                // Native replication warns likewise: the replica's
+                // connection, and with it these tables, ends with the run.
+                tracing::warn!(
+                    open_temp_tables = temp_tables.count(),
+                    sessions = %temp_tables.describe().join("; "),
+                    "stopping with temporary tables of master sessions open; \
+                     their later statements will fail (1146) after the restart"
+                );
             }
             if let Some(marker) = &last_marker {
                 for c in 0..channels {
@@ -256,13 +285,34 @@ where
                 }
                 counters.dropped.fetch_add(1, Ordering::Relaxed);
             }
-            Route::Apply { channel, critical } => {
+            Route::Apply {
+                mut channel,
+                mut critical,
+            } => {
+                let temp_before = temp_tables.count();
+                let pinned = temp_tables.observe(&txn);
+                if pinned {
+                    channel = TEMP_TABLE_CHANNEL;
+                    critical = true;
+                }
+                if pinned || temp_before != temp_tables.count() {
+                    counters
+                        .open_temp_tables
+                        .store(temp_tables.count() as u64, Ordering::Release);
+                    *counters
+                        .temp_table_sessions
+                        .lock()
+                        .expect("temp table sessions") = temp_tables.describe();
+                }
                 let bytes = txn.approx_bytes() as u64;
                 let txn = Arc::new(txn);
                 if critical {
                     let channel = match critical_channel {
-                        Some(c) => c,
-                        None => {
+                        // A temporary-table transaction must run on its
+                        // channel: another channel's critical run ends
+                        // first.
+                        Some(c) if !pinned || c == channel => c,
+                        _ => {
                             barrier(&last_sent)?;
                             counters.serializations.fetch_add(1, Ordering::Relaxed);
                             critical_channel = Some(channel);

@@ -460,6 +460,7 @@ lastOfflineClean        : false
 maximumStoredSeqNo      : 57
 minimumStoredSeqNo      : 0
 offlineAtSeqno          : NONE
+openTempTables          : 0
 pendingError            : NONE
 pendingErrorChannel     : NONE
 pendingErrorCode        : NONE

@@ -35,6 +35,7 @@ const STATUS_KEYS: &[&str] = &[
     "serializationCount",
     "droppedCount",
     "skippedCount",
+    "openTempTables",
     "minimumStoredSeqNo",
     "maximumStoredSeqNo",
     "pendingError",

@@ -53,6 +53,7 @@ use crate::event::{
     UserVarValue,
 };
 use crate::position::{ChannelId, Seqno};
+use crate::shard::temp_tables::TempTables;
 
 /// What the scheduler sends a channel.
 #[derive(Clone, Debug)]
@@ -504,6 +505,10 @@ struct Channel {
     /// The origin the session is set to (`preserve_origin`); `None`: the
     /// server's defaults.
     session_origin: Option<Origin>,
+    /// Temporary tables of master sessions on this connection (statement
+    /// and mixed formats): statements of a session holding one run with
+    /// its `pseudo_thread_id` ([`crate::shard::temp_tables`]).
+    temp_tables: TempTables,
 }
 
 /// Where a transaction was written: its `server_id` and, when it has a
@@ -754,6 +759,7 @@ impl Channel {
             seen_ddl_epoch,
             replay_ddl,
             session_origin: None,
+            temp_tables: TempTables::default(),
         };
         channel.setup_session().await?;
         Ok(channel)
@@ -797,6 +803,14 @@ impl Channel {
         let conn = Conn::new(self.settings.opts.clone()).await?;
         let old = std::mem::replace(&mut self.conn, conn);
         let _ = old.disconnect().await;
+        if self.temp_tables.count() > 0 {
+            tracing::warn!(
+                channel = self.settings.channel.get(),
+                sessions = %self.temp_tables.describe().join("; "),
+                "reconnected: the temporary tables of these master sessions are lost"
+            );
+            self.temp_tables.clear();
+        }
         self.setup_session()
             .await
             .map_err(|e| mysql_async::Error::Other(e.message.into()))
@@ -1603,7 +1617,15 @@ impl Channel {
         statement: &Statement,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let at = Some((txn, epoch));
-        let context = session_setup(&statement.context);
+        let mut context = session_setup(&statement.context);
+        if let Some(session) = TempTables::session_of(txn, statement) {
+            // The master session's temporary-table namespace (the server
+            // keys temporary tables by `pseudo_thread_id`); set only where
+            // needed, as it takes SUPER or BINLOG REPLAY.
+            if self.temp_tables.observe_statement(session, statement) {
+                context[0].0 += &format!(", pseudo_thread_id = {}", session.thread_id);
+            }
+        }
         for (sql, params) in &context {
             let result = if params.is_empty() {
                 self.conn.query_drop(sql.as_str()).await

@@ -442,6 +442,10 @@ pub struct Status {
     /// `skippedCount`: transactions skipped by `online --skip-seqno` since
     /// the service started.
     pub skipped_count: u64,
+    /// `openTempTables`: temporary tables of master sessions open on the
+    /// replica (statement and mixed binlog formats; native replication's
+    /// `Slave_open_temp_tables`).
+    pub open_temp_tables: u64,
     /// `minimumStoredSeqNo`: the lowest seqno in the queue.
     pub minimum_stored_seq_no: Option<u64>,
     /// `maximumStoredSeqNo`: the highest seqno in the queue (the last
@@ -482,6 +486,7 @@ impl Status {
             serialization_count: 0,
             dropped_count: 0,
             skipped_count: 0,
+            open_temp_tables: 0,
             minimum_stored_seq_no: None,
             maximum_stored_seq_no: None,
             pending_error: None,
@@ -850,6 +855,7 @@ mod tests {
                 "maximumStoredSeqNo",
                 "minimumStoredSeqNo",
                 "offlineAtSeqno",
+                "openTempTables",
                 "pendingError",
                 "pendingErrorChannel",
                 "pendingErrorCode",
