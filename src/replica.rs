@@ -1191,6 +1191,7 @@ pub async fn takeover(
                 message: "empty: the replica has not executed anything from its master yet".into(),
             });
         }
+        check_no_open_temp_tables(replica, &server).await?;
         let fresh = check_master(master).await?;
         fresh.check_retained(&point.file, point.pos)?;
         verify_point(master, &point).await
@@ -1213,6 +1214,37 @@ pub async fn takeover(
         "native replication stopped: taking over"
     );
     Ok(point)
+}
+
+/// Refuses a takeover while the replica's SQL thread holds temporary
+/// tables of master sessions (`Slave_open_temp_tables` > 0, statement or
+/// mixed format): they live in the SQL thread, not on shardrep's
+/// connections, so the sessions' later statements would fail.
+///
+/// # Errors
+/// [`ReplicaError::Setting`] naming `Slave_open_temp_tables`;
+/// [`ReplicaError::Sql`] / [`ReplicaError::Field`] when it cannot be read.
+async fn check_no_open_temp_tables(conn: &mut Conn, server: &Endpoint) -> Result<(), ReplicaError> {
+    let row = select_row(
+        conn,
+        server,
+        "SELECT VARIABLE_VALUE AS open FROM information_schema.GLOBAL_STATUS \
+         WHERE VARIABLE_NAME = 'SLAVE_OPEN_TEMP_TABLES'",
+    )
+    .await?;
+    let open = text(&row, "open").unwrap_or_default();
+    if open.trim() != "0" && !open.is_empty() {
+        return Err(ReplicaError::Setting {
+            server: server.clone(),
+            setting: "Slave_open_temp_tables",
+            expected: "0".into(),
+            actual: open,
+            hint: "; native replication holds temporary tables of master sessions, which a \
+                   takeover would lose: let it run until the master sessions have dropped them \
+                   or ended, then take over",
+        });
+    }
+    Ok(())
 }
 
 /// Checks a takeover point against the master's binlog (MariaDB KB,

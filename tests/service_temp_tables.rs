@@ -13,7 +13,10 @@
 //!   naming both sessions, and their later statements still apply; after
 //!   one drops its table and the other disconnects (the master logs
 //!   `DROP /*!40005 TEMPORARY */ TABLE IF EXISTS`), the count is 0 and a
-//!   clean offline and online work.
+//!   clean offline and online work;
+//! - a takeover while native replication holds temporary tables
+//!   (`Slave_open_temp_tables` > 0) is refused, and works once they are
+//!   closed.
 //!
 //! Each test ends with the real tables equal to the master's, row by row,
 //! and the service ONLINE without error.
@@ -294,4 +297,79 @@ async fn two_sessions_share_a_temporary_table_name_and_offline_waits_for_them() 
     // s1: 2 + 2 + 1; s2: 2 + 2 + 1.
     assert_eq!(n, 10);
     cleanup(sb, &spec, process, &[a, b]).await;
+}
+
+// A takeover while native replication holds temporary tables of master
+// sessions (`Slave_open_temp_tables` > 0) is refused, naming the status
+// variable, and native replication goes on; once the master session has
+// dropped its table, the takeover works and the table's rows are equal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_waits_for_native_temporary_tables() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    common::service::native_from_now(sb).await;
+    let a = unique_schema("tmp3_a");
+    let qa = quote_ident(&a);
+    let mut m = sb.connect(Server::Master).await;
+    run(
+        &mut m,
+        &format!("CREATE DATABASE {qa}; CREATE TABLE {qa}.r (id INT PRIMARY KEY, v VARCHAR(20))"),
+    )
+    .await;
+    let (mut s1, _) = master_session(sb, "MIXED", &a).await;
+    run(
+        &mut s1,
+        "CREATE TEMPORARY TABLE tmp (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
+    .await;
+    run(&mut s1, "INSERT INTO tmp VALUES (1, 'one'), (2, 'two')").await;
+    common::wait_replica_caught_up(sb, TARGET, Duration::from_secs(60)).await;
+
+    let spec = ServiceSpec::new("tmp3", std::slice::from_ref(&a), "takeover");
+    spec.write_config(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = status(&spec);
+    let message = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "{}:{}: Slave_open_temp_tables is 1, expected 0; native replication holds \
+             temporary tables of master sessions",
+            sb.host,
+            sb.port(TARGET)
+        )),
+        "{s}"
+    );
+    // Native replication runs again and applies the session's statements.
+    run(&mut s1, "INSERT INTO r SELECT id, v FROM tmp").await;
+    run(&mut s1, "DROP TEMPORARY TABLE tmp").await;
+    common::wait_replica_caught_up(sb, TARGET, Duration::from_secs(60)).await;
+    assert_table_equal(sb, Server::Master, TARGET, &a, "r").await;
+
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
+    );
+    run(&mut s1, "CREATE TEMPORARY TABLE tmp (id INT)").await;
+    run(&mut s1, "INSERT INTO tmp VALUES (3)").await;
+    run(&mut s1, "INSERT INTO r SELECT id, 'three' FROM tmp").await;
+    run(&mut s1, "DROP TEMPORARY TABLE tmp").await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    let rows = assert_table_equal(sb, Server::Master, TARGET, &a, "r").await;
+    assert_eq!(rows.len(), 3);
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:NORMAL", "--timeout-secs", "120"],
+    );
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    drop_everywhere(sb, &[a]).await;
+    spec.remove(sb).await;
 }
