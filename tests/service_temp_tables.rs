@@ -180,17 +180,46 @@ async fn one_session_creates_uses_and_drops_a_temporary_table() {
         )
         .await;
     }
+    // A temporary table shadowing a real table of the same name: another
+    // session's row changes right after it (#UNKNOWN: the same channel,
+    // as the critical run goes on) go to the real table.
+    let (mut m, _) = master_session(sb, "MIXED", &a).await;
+    run(
+        &mut m,
+        "CREATE TEMPORARY TABLE r (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
+    .await;
+    run(
+        &mut other,
+        &format!(
+            "BEGIN; INSERT INTO {qa}.r VALUES (900, 'real'); \
+             INSERT INTO {qb}.t VALUES (900, 'real'); COMMIT"
+        ),
+    )
+    .await;
+    run(&mut m, "INSERT INTO r VALUES (1, 'shadow')").await;
+    run(
+        &mut m,
+        &format!("INSERT INTO {qb}.t SELECT id + 1000, v FROM r"),
+    )
+    .await;
+    run(&mut m, "DROP TEMPORARY TABLE r").await;
     assert_equal_and_online(sb, &spec, &a, &b).await;
     let s = status(&spec);
     assert_eq!(s["openTempTables"], 0, "{s}");
-    // 2 × (2 copied + 2 updated copies joined + 1 after) rows.
+    // 2 × (2 copied + 2 updated copies joined + 1 after) rows, and 900.
     let mut r = sb.connect(TARGET).await;
     let n: i64 = r
         .query_first(format!("SELECT COUNT(*) FROM {qa}.r"))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(n, 10);
+    assert_eq!(n, 11);
+    let v: Option<String> = r
+        .query_first(format!("SELECT v FROM {qb}.t WHERE id = 1001"))
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("shadow"));
     cleanup(sb, &spec, process, &[a, b]).await;
 }
 

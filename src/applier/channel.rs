@@ -1618,12 +1618,14 @@ impl Channel {
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let at = Some((txn, epoch));
         let mut context = session_setup(&statement.context);
+        let mut in_session = false;
         if let Some(session) = TempTables::session_of(txn, statement) {
             // The master session's temporary-table namespace (the server
             // keys temporary tables by `pseudo_thread_id`); set only where
             // needed, as it takes SUPER or BINLOG REPLAY.
             if self.temp_tables.observe_statement(session, statement) {
                 context[0].0 += &format!(", pseudo_thread_id = {}", session.thread_id);
+                in_session = true;
             }
         }
         for (sql, params) in &context {
@@ -1667,12 +1669,20 @@ impl Channel {
             }
         }
         // Back to the channel's own session before anything else.
-        let restore =
+        let mut restore =
             "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
                        foreign_key_checks = 1, unique_checks = 1, TIMESTAMP = DEFAULT, \
-                       insert_id = 0, last_insert_id = 0";
+                       insert_id = 0, last_insert_id = 0"
+                .to_string();
+        if in_session {
+            // Out of the master session's namespace: its temporary tables
+            // shadow base tables of the same name, also for the row
+            // changes and other sessions' statements that follow. No master
+            // session has thread id 0.
+            restore += ", pseudo_thread_id = 0";
+        }
         result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
-        self.exec_text(restore, at).await?;
+        self.exec_text(&restore, at).await?;
         if ddl {
             // DDL may change any table of its schema: forget cached shapes.
             self.shapes.clear();
