@@ -382,6 +382,10 @@ pub struct Statement {
     /// `error_code`; nonzero for a partly executed non-transactional
     /// statement).
     pub error_code: u16,
+    /// The master session that ran the statement: the QUERY event's
+    /// `thread_id` (its `pseudo_thread_id`), which keys that session's
+    /// temporary tables; `None` when not known (records of queue format 1).
+    pub thread_id: Option<u32>,
 }
 
 /// Session state of a statement, from the QUERY event's status variables

@@ -203,6 +203,7 @@ pub fn transaction_json(txn: &Transaction) -> Json {
                 "default_schema": s.default_schema,
                 "sql": String::from_utf8_lossy(&s.sql),
                 "error_code": s.error_code,
+                "thread_id": s.thread_id,
                 "timestamp": s.context.timestamp,
                 "sql_mode": s.context.sql_mode,
                 "time_zone": s.context.time_zone,

@@ -556,8 +556,10 @@ impl MasterFacts {
 /// Checks (MariaDB KB, "Replication and Binary Log System Variables" and
 /// "Binary Log Formats"):
 /// - `log_bin` is `ON` (else [`ReplicaError::Setting`] naming `log_bin`);
-/// - `binlog_format` (global) is `ROW`; `STATEMENT` and `MIXED` are refused
-///   naming `binlog_format`, expected `ROW` and the actual value;
+/// - `binlog_format` (global) is `ROW` or `MIXED` (MIXED logs as
+///   statements only what is safe to replay, temporary tables included,
+///   which the channels apply as statements); `STATEMENT` is refused
+///   naming `binlog_format`, expected `ROW or MIXED` and the actual value;
 /// - `binlog_row_image` is `FULL`, `MINIMAL` or `NOBLOB` (reported in
 ///   [`MasterFacts::row_image`]); anything else is refused;
 /// - reads `binlog_checksum`, `server_id`, `gtid_domain_id`,
@@ -598,13 +600,13 @@ pub async fn check_master(conn: &mut Conn) -> Result<MasterFacts, ReplicaError> 
         ));
     }
     let format = required(&row, &server, "binlog_format")?.to_ascii_uppercase();
-    if format != "ROW" {
+    if format != "ROW" && format != "MIXED" {
         return Err(setting(
             "binlog_format",
-            "ROW",
+            "ROW or MIXED",
             &format,
-            "; shardrep applies row events only (SET GLOBAL binlog_format = 'ROW' and \
-             binlog_format = ROW in the master's configuration)",
+            "; statement format replays unsafe statements as they are (SET GLOBAL \
+             binlog_format = 'ROW' and binlog_format = ROW in the master's configuration)",
         ));
     }
     let image = required(&row, &server, "binlog_row_image")?.to_ascii_uppercase();
@@ -1189,6 +1191,7 @@ pub async fn takeover(
                 message: "empty: the replica has not executed anything from its master yet".into(),
             });
         }
+        check_no_open_temp_tables(replica, &server).await?;
         let fresh = check_master(master).await?;
         fresh.check_retained(&point.file, point.pos)?;
         verify_point(master, &point).await
@@ -1211,6 +1214,37 @@ pub async fn takeover(
         "native replication stopped: taking over"
     );
     Ok(point)
+}
+
+/// Refuses a takeover while the replica's SQL thread holds temporary
+/// tables of master sessions (`Slave_open_temp_tables` > 0, statement or
+/// mixed format): they live in the SQL thread, not on shardrep's
+/// connections, so the sessions' later statements would fail.
+///
+/// # Errors
+/// [`ReplicaError::Setting`] naming `Slave_open_temp_tables`;
+/// [`ReplicaError::Sql`] / [`ReplicaError::Field`] when it cannot be read.
+async fn check_no_open_temp_tables(conn: &mut Conn, server: &Endpoint) -> Result<(), ReplicaError> {
+    let row = select_row(
+        conn,
+        server,
+        "SELECT VARIABLE_VALUE AS open FROM information_schema.GLOBAL_STATUS \
+         WHERE VARIABLE_NAME = 'SLAVE_OPEN_TEMP_TABLES'",
+    )
+    .await?;
+    let open = text(&row, "open").unwrap_or_default();
+    if open.trim() != "0" && !open.is_empty() {
+        return Err(ReplicaError::Setting {
+            server: server.clone(),
+            setting: "Slave_open_temp_tables",
+            expected: "0".into(),
+            actual: open,
+            hint: "; native replication holds temporary tables of master sessions, which a \
+                   takeover would lose: let it run until the master sessions have dropped them \
+                   or ended, then take over",
+        });
+    }
+    Ok(())
 }
 
 /// Checks a takeover point against the master's binlog (MariaDB KB,

@@ -28,6 +28,13 @@
 //!   routed the same way before and after the change.
 //! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
 //!   the last handled seqno goes to every channel: all rows end equal.
+//! - **Temporary tables** (statement and mixed binlog formats): every
+//!   transaction of a master session that holds temporary tables, or
+//!   creates or drops one, runs on channel [`TEMP_TABLE_CHANNEL`] behind a
+//!   barrier, where the channel sets the session's `pseudo_thread_id`
+//!   ([`crate::shard::temp_tables`]): one connection keeps every master
+//!   session's temporary tables apart, and the barrier keeps them in order
+//!   with the transactions that read what they write.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -99,7 +106,18 @@ pub struct SchedulerCounters {
     pub skipped: AtomicU64,
     /// Last seqno handled (dispatched or dropped), plus one; 0: none.
     pub handled_next: AtomicU64,
+    /// Temporary tables of master sessions open on the replica as of the
+    /// last dispatched transaction (native replication's
+    /// `Slave_open_temp_tables`).
+    pub open_temp_tables: AtomicU64,
+    /// The master sessions holding them, one line each
+    /// (`server S thread T: db.a, db.b`).
+    pub temp_table_sessions: std::sync::Mutex<Vec<String>>,
 }
+
+/// The channel that applies every transaction of master sessions with
+/// temporary tables (see the module doc).
+pub const TEMP_TABLE_CHANNEL: usize = 0;
 
 /// Why the scheduler stopped.
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +202,7 @@ where
     let mut since_sync = 0u64;
     // A transaction that changes routing was sent: its seqno.
     let mut refresh_after: Option<Seqno> = None;
+    let mut temp_tables = crate::shard::temp_tables::TempTables::default();
     let send = |channel: usize, work: Work| -> Result<(), SchedulerError> {
         senders[channel]
             .send(work)
@@ -229,6 +248,16 @@ where
                 .is_some_and(|i| i.load(Ordering::Acquire));
             if immediate {
                 return Ok(None);
+            }
+            if temp_tables.count() > 0 {
+                // Native replication warns likewise: the replica's
+                // connection, and with it these tables, ends with the run.
+                tracing::warn!(
+                    open_temp_tables = temp_tables.count(),
+                    sessions = %temp_tables.describe().join("; "),
+                    "stopping with temporary tables of master sessions open; \
+                     their later statements will fail (1146) after the restart"
+                );
             }
             if let Some(marker) = &last_marker {
                 for c in 0..channels {
@@ -309,7 +338,25 @@ where
                 }
                 counters.dropped.fetch_add(1, Ordering::Relaxed);
             }
-            Route::Apply { channel, critical } => {
+            Route::Apply {
+                mut channel,
+                mut critical,
+            } => {
+                let temp_before = temp_tables.count();
+                let pinned = temp_tables.observe(&txn);
+                if pinned {
+                    channel = TEMP_TABLE_CHANNEL;
+                    critical = true;
+                }
+                if pinned || temp_before != temp_tables.count() {
+                    counters
+                        .open_temp_tables
+                        .store(temp_tables.count() as u64, Ordering::Release);
+                    *counters
+                        .temp_table_sessions
+                        .lock()
+                        .expect("temp table sessions") = temp_tables.describe();
+                }
                 let bytes = txn.approx_bytes() as u64;
                 let reroutes = router.changes_routing(&txn);
                 if reroutes {
@@ -337,8 +384,11 @@ where
                 let txn = Arc::new(txn);
                 if critical || reroutes {
                     let channel = match critical_channel {
-                        Some(c) => c,
-                        None => {
+                        // A temporary-table transaction must run on its
+                        // channel: another channel's critical run ends
+                        // first.
+                        Some(c) if !pinned || c == channel => c,
+                        _ => {
                             barrier(&last_sent)?;
                             counters.serializations.fetch_add(1, Ordering::Relaxed);
                             critical_channel = Some(channel);
@@ -486,5 +536,156 @@ impl Router for ShardRouter {
             Some(fk) => fk.refresh(&self.assignment),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Change, SessionContext, Statement};
+    use crate::position::BinlogPosition;
+    use std::sync::Mutex;
+
+    /// Shard `a` → channel 1, `b` → channel 2, `#UNKNOWN` → channel 3
+    /// (critical).
+    struct Fixed;
+
+    impl Router for Fixed {
+        fn route(&mut self, txn: &Transaction) -> Route {
+            match txn.shard.as_str() {
+                "a" => Route::Apply {
+                    channel: 1,
+                    critical: false,
+                },
+                "b" => Route::Apply {
+                    channel: 2,
+                    critical: false,
+                },
+                _ => Route::Apply {
+                    channel: 3,
+                    critical: true,
+                },
+            }
+        }
+    }
+
+    fn txn(seqno: u64, shard: &str, thread: u32, sql: &str) -> Transaction {
+        Transaction {
+            seqno: Seqno(seqno),
+            server_id: 1,
+            gtid: None,
+            commit_id: None,
+            start_position: BinlogPosition::new("b.000001", 4).unwrap(),
+            end_position: BinlogPosition::new("b.000001", 100 + seqno).unwrap(),
+            commit_timestamp: 0,
+            shard: shard.into(),
+            tables: Vec::new(),
+            changes: vec![Change::Statement(Statement {
+                sql: sql.as_bytes().to_vec(),
+                default_schema: Some(shard.into()),
+                context: SessionContext::default(),
+                error_code: 0,
+                thread_id: Some(thread),
+            })],
+        }
+    }
+
+    // Every transaction of a master session holding temporary tables (and
+    // its CREATE and DROP) runs alone on TEMP_TABLE_CHANNEL, also right
+    // after another channel's critical run (#UNKNOWN included); other
+    // sessions, and the session once its tables are dropped, keep their
+    // channels.
+    #[test]
+    fn temporary_table_sessions_run_alone_on_their_channel() {
+        let txns = vec![
+            txn(0, "a", 7, "INSERT INTO r VALUES (1)"),
+            txn(1, "#UNKNOWN", 8, "INSERT INTO a.r SELECT * FROM b.t"),
+            txn(2, "a", 7, "CREATE TEMPORARY TABLE tmp (id INT)"),
+            txn(3, "b", 9, "INSERT INTO t VALUES (1)"),
+            txn(
+                4,
+                "#UNKNOWN",
+                7,
+                "INSERT INTO a.r SELECT * FROM tmp JOIN b.t",
+            ),
+            txn(
+                5,
+                "a",
+                7,
+                "DROP TEMPORARY TABLE `tmp` /* generated by server */",
+            ),
+            txn(6, "a", 7, "INSERT INTO r VALUES (2)"),
+        ];
+        let progress = Arc::new(Progress::new(&[None; 4]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let counters = SchedulerCounters::default();
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for c in 0..4 {
+            let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
+            senders.push(tx);
+            let (progress, seen) = (progress.clone(), seen.clone());
+            threads.push(std::thread::spawn(move || {
+                for work in rx {
+                    match work {
+                        Work::Apply { txn, alone, .. } => {
+                            seen.lock().unwrap().push((txn.seqno.get(), c, alone));
+                            progress.set_committed(c, txn.seqno);
+                        }
+                        Work::Stop(_) => break,
+                        Work::Sync(_) => {}
+                    }
+                }
+            }));
+        }
+        let mut queue = txns.into_iter();
+        let settings = SchedulerSettings {
+            sync_interval_seqnos: 0,
+            stop_after: Some(Seqno(6)),
+            poll: Duration::from_millis(10),
+            skip_seqnos: Vec::new(),
+            immediate: None,
+        };
+        let stop = AtomicBool::new(false);
+        let open_after_create = std::cell::Cell::new(None);
+        run(
+            |_| {
+                if open_after_create.get().is_none() && queue.len() == 3 {
+                    open_after_create.set(Some(counters.open_temp_tables.load(Ordering::Acquire)));
+                }
+                Ok(queue.next().map(|t| (t, 0, String::new())))
+            },
+            &mut Fixed,
+            &senders,
+            &progress,
+            &counters,
+            &stop,
+            &settings,
+        )
+        .unwrap();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            vec![
+                (0, 1, false),
+                (1, 3, true),
+                (2, 0, true),
+                (3, 2, false),
+                (4, 0, true),
+                (5, 0, true),
+                (6, 1, false),
+            ]
+        );
+        // While seqnos 2..=4 were handled, one table was open; none after.
+        assert_eq!(open_after_create.get(), Some(1));
+        assert_eq!(counters.open_temp_tables.load(Ordering::Acquire), 0);
+        assert!(counters.temp_table_sessions.lock().unwrap().is_empty());
+        // Barriers: before 1 (critical), before 2 (temp, channel 0 after
+        // channel 3's run), before 4 (after session 9's parallel 3).
+        assert_eq!(counters.serializations.load(Ordering::Relaxed), 3);
     }
 }

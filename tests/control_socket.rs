@@ -462,6 +462,7 @@ lastOfflineClean        : false
 maximumStoredSeqNo      : 57
 minimumStoredSeqNo      : 0
 offlineAtSeqno          : NONE
+openTempTables          : 0
 pendingError            : NONE
 pendingErrorChannel     : NONE
 pendingErrorCode        : NONE
@@ -494,7 +495,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 26);
+    assert_eq!(v.as_object().unwrap().len(), 27);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

@@ -2,8 +2,10 @@
 //! (issue 4): `tests/fixtures/queue/` holds
 //! - `records-v1.bin`: the format-1 records of [`fixture`] concatenated
 //!   (the codec alone, independent of sled);
-//! - `queue-v1/`: a queue directory written by this version (two segments,
-//!   a purge floor) holding the same transactions.
+//! - `queue-v1/`: a queue directory written in format 1 (two segments,
+//!   a purge floor) holding the same transactions;
+//! - `records-v2.bin`: the format-2 records of [`fixture_v2`] (this
+//!   version's format: statements carry their master session).
 //!
 //! The tests read both back and compare them with [`fixture`], value for
 //! value; the records must also re-encode to the same bytes.
@@ -162,6 +164,7 @@ fn fixture() -> Vec<(Transaction, ExtractorProgress)> {
                     ],
                 },
                 error_code: 0,
+                thread_id: None,
             })],
             5 => vec![Change::Rows(RowsChange {
                 table: 0,
@@ -240,10 +243,25 @@ fn fixture() -> Vec<(Transaction, ExtractorProgress)> {
     out
 }
 
+/// The fixture as format 2 writes it: its statement carries the master
+/// session (`thread_id`), which format 1 did not store.
+fn fixture_v2() -> Vec<(Transaction, ExtractorProgress)> {
+    let mut out = fixture();
+    for (t, _) in &mut out {
+        for c in &mut t.changes {
+            if let Change::Statement(s) = c {
+                s.thread_id = Some(4242);
+            }
+        }
+    }
+    out
+}
+
+/// The records of [`fixture_v2`], as this version writes them.
 fn records() -> Vec<u8> {
     let mut out = Vec::new();
     let mut scratch = Vec::new();
-    for (t, p) in fixture() {
+    for (t, p) in fixture_v2() {
         encode_record(&t, &p, &mut scratch, &mut out).unwrap();
     }
     out
@@ -260,23 +278,60 @@ fn queue_options(dir: &Path) -> QueueOptions {
 fn regenerate_queue_fixture() {
     let dir = fixture_dir();
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("records-v1.bin"), records()).unwrap();
-    let qdir = dir.join("queue-v1");
-    let _ = std::fs::remove_dir_all(&qdir);
-    let q = TransactionQueue::open(queue_options(&qdir)).unwrap();
-    for (t, p) in fixture() {
-        q.append(&t, &p).unwrap();
-        // One block per transaction, for a variety of keys.
-        q.flush().unwrap();
-    }
-    q.purge_below(Seqno(1)).unwrap();
-    q.close().unwrap();
+    // Format 1 (records-v1.bin, queue-v1/) was written by the versions
+    // before format 2 and is kept as it is.
+    std::fs::write(dir.join("records-v2.bin"), records()).unwrap();
 }
 
 #[test]
-fn records_v1_decode_to_the_fixture_and_re_encode_identically() {
+fn records_v1_decode_to_the_fixture() {
+    let stored = std::fs::read(fixture_dir().join("records-v1.bin")).unwrap();
+    assert_eq!(stored[0], shardrep::queue::codec::FORMAT_V1);
+    let expected = fixture();
+    let mut cursor = RecordCursor::new(&stored, 0, Seqno(0));
+    let mut n = 0;
+    while !cursor.at_end() {
+        let (seqno, raw) = cursor.next_raw().unwrap();
+        let (t, p) = decode_record(&raw).unwrap();
+        assert_eq!(t, expected[n].0, "transaction of seqno {seqno}");
+        assert_eq!(p, expected[n].1, "progress of seqno {seqno}");
+        n += 1;
+    }
+    assert_eq!(n, expected.len());
+}
+
+// A format-1 record stored in its own file (an external record) reads
+// back the same way, whole and head only.
+#[test]
+fn records_v1_read_from_their_own_files() {
     let stored = std::fs::read(fixture_dir().join("records-v1.bin")).unwrap();
     let expected = fixture();
+    let dir = TempDir::new("v1-file");
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let mut offset = 0;
+    for (t, p) in &expected {
+        let raw = shardrep::queue::codec::check_record(&stored[offset..]).unwrap();
+        let path = dir.path().join(format!("{}.rec", t.seqno.get()));
+        std::fs::write(&path, &stored[offset..offset + raw.len]).unwrap();
+        let (rt, rp) =
+            shardrep::queue::codec::read_record_file(&path, raw.len as u64, false).unwrap();
+        assert_eq!((&rt, &rp), (t, p));
+        let (ht, hp) =
+            shardrep::queue::codec::read_record_file(&path, raw.len as u64, true).unwrap();
+        assert_eq!(
+            (ht.seqno, ht.end_position.clone(), &hp),
+            (t.seqno, t.end_position.clone(), p)
+        );
+        offset += raw.len;
+    }
+    assert_eq!(offset, stored.len());
+}
+
+#[test]
+fn records_v2_decode_to_the_fixture_and_re_encode_identically() {
+    let stored = std::fs::read(fixture_dir().join("records-v2.bin")).unwrap();
+    assert_eq!(stored[0], shardrep::queue::codec::FORMAT_V2);
+    let expected = fixture_v2();
     let mut cursor = RecordCursor::new(&stored, 0, Seqno(0));
     let mut n = 0;
     while !cursor.at_end() {
@@ -289,7 +344,7 @@ fn records_v1_decode_to_the_fixture_and_re_encode_identically() {
     assert_eq!(n, expected.len());
     assert!(
         stored == records(),
-        "this version encodes the fixture differently from format 1 as committed"
+        "this version encodes the fixture differently from format 2 as committed"
     );
 }
 

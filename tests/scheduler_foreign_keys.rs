@@ -38,6 +38,7 @@ fn txn(seqno: u64, shard: &str, ddl: Option<&str>) -> Transaction {
                     default_schema: None,
                     context: Default::default(),
                     error_code: 0,
+                    thread_id: None,
                 })
             })
             .into_iter()

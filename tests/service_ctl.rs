@@ -36,6 +36,7 @@ const STATUS_KEYS: &[&str] = &[
     "droppedCount",
     "skippedCount",
     "skippedSeqnos",
+    "openTempTables",
     "minimumStoredSeqNo",
     "maximumStoredSeqNo",
     "pendingError",

@@ -54,6 +54,7 @@ use crate::event::{
     Change, ColumnInfo, RowKind, SessionContext, Statement, TableInfo, Transaction, UserVarValue,
 };
 use crate::position::{ChannelId, Seqno};
+use crate::shard::temp_tables::TempTables;
 
 mod xa;
 
@@ -507,6 +508,10 @@ struct Channel {
     /// The origin the session is set to (`preserve_origin`); `None`: the
     /// server's defaults.
     session_origin: Option<Origin>,
+    /// Temporary tables of master sessions on this connection (statement
+    /// and mixed formats): statements of a session holding one run with
+    /// its `pseudo_thread_id` ([`crate::shard::temp_tables`]).
+    temp_tables: TempTables,
 }
 
 /// Where a transaction was written: its `server_id` and, when it has a
@@ -760,6 +765,7 @@ impl Channel {
             seen_ddl_epoch,
             replay_ddl,
             session_origin: None,
+            temp_tables: TempTables::default(),
         };
         channel.setup_session().await?;
         Ok(channel)
@@ -803,6 +809,14 @@ impl Channel {
         let conn = Conn::new(self.settings.opts.clone()).await?;
         let old = std::mem::replace(&mut self.conn, conn);
         let _ = old.disconnect().await;
+        if self.temp_tables.count() > 0 {
+            tracing::warn!(
+                channel = self.settings.channel.get(),
+                sessions = %self.temp_tables.describe().join("; "),
+                "reconnected: the temporary tables of these master sessions are lost"
+            );
+            self.temp_tables.clear();
+        }
         self.setup_session()
             .await
             .map_err(|e| mysql_async::Error::Other(e.message.into()))
@@ -1628,7 +1642,17 @@ impl Channel {
         statement: &Statement,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let at = Some((txn, epoch));
-        let context = session_setup(&statement.context);
+        let mut context = session_setup(&statement.context);
+        let mut in_session = false;
+        if let Some(session) = TempTables::session_of(txn, statement) {
+            // The master session's temporary-table namespace (the server
+            // keys temporary tables by `pseudo_thread_id`); set only where
+            // needed, as it takes SUPER or BINLOG REPLAY.
+            if self.temp_tables.observe_statement(session, statement) {
+                context[0].0 += &format!(", pseudo_thread_id = {}", session.thread_id);
+                in_session = true;
+            }
+        }
         for (sql, params) in &context {
             let result = if params.is_empty() {
                 self.conn.query_drop(sql.as_str()).await
@@ -1670,12 +1694,20 @@ impl Channel {
             }
         }
         // Back to the channel's own session before anything else.
-        let restore =
+        let mut restore =
             "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
                        foreign_key_checks = 1, unique_checks = 1, TIMESTAMP = DEFAULT, \
-                       insert_id = 0, last_insert_id = 0";
+                       insert_id = 0, last_insert_id = 0"
+                .to_string();
+        if in_session {
+            // Out of the master session's namespace: its temporary tables
+            // shadow base tables of the same name, also for the row
+            // changes and other sessions' statements that follow. No master
+            // session has thread id 0.
+            restore += ", pseudo_thread_id = 0";
+        }
         result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
-        self.exec_text(restore, at).await?;
+        self.exec_text(&restore, at).await?;
         if ddl {
             // DDL may change any table of its schema: forget cached shapes.
             self.shapes.clear();

@@ -455,6 +455,10 @@ pub struct Status {
     pub skipped_count: u64,
     /// `skippedSeqnos`: those seqnos, as `N[,M-K...]`; `null` when none.
     pub skipped_seqnos: Option<String>,
+    /// `openTempTables`: temporary tables of master sessions open on the
+    /// replica (statement and mixed binlog formats; native replication's
+    /// `Slave_open_temp_tables`).
+    pub open_temp_tables: u64,
     /// `minimumStoredSeqNo`: the lowest seqno in the queue.
     pub minimum_stored_seq_no: Option<u64>,
     /// `maximumStoredSeqNo`: the highest seqno in the queue (the last
@@ -496,6 +500,7 @@ impl Status {
             dropped_count: 0,
             skipped_count: 0,
             skipped_seqnos: None,
+            open_temp_tables: 0,
             minimum_stored_seq_no: None,
             maximum_stored_seq_no: None,
             pending_error: None,
@@ -881,6 +886,7 @@ mod tests {
                 "maximumStoredSeqNo",
                 "minimumStoredSeqNo",
                 "offlineAtSeqno",
+                "openTempTables",
                 "pendingError",
                 "pendingErrorChannel",
                 "pendingErrorCode",

@@ -190,6 +190,7 @@ impl Assembler {
                     default_schema: None,
                     context: SessionContext::default(),
                     error_code: 0,
+                    thread_id: None,
                 }));
                 Ok(Some(self.finish(header.timestamp, end)))
             }
@@ -247,6 +248,7 @@ impl Assembler {
                         default_schema: None,
                         context: SessionContext::default(),
                         error_code: 0,
+                        thread_id: None,
                     })
                 };
                 open.txn.changes.insert(0, xa("START"));
@@ -538,6 +540,7 @@ mod tests {
             default_schema: db.map(str::to_string),
             context: SessionContext::default(),
             error_code: 0,
+            thread_id: None,
         })
     }
 

@@ -1036,7 +1036,7 @@ pub(crate) fn parse_query(body: &[u8], phl: usize, timestamp: u32) -> Result<Eve
         ));
     }
     let mut r = Reader::new(body);
-    let _thread_id = r.u32("thread id")?;
+    let thread_id = r.u32("thread id")?;
     let _exec_time = r.u32("exec time")?;
     let db_len = usize::from(r.u8("schema length")?);
     let error_code = r.u16("error code")?;
@@ -1080,6 +1080,7 @@ pub(crate) fn parse_query(body: &[u8], phl: usize, timestamp: u32) -> Result<Eve
         default_schema,
         context,
         error_code,
+        thread_id: Some(thread_id),
     }))
 }
 

@@ -1,17 +1,17 @@
 //! The queue's record format: one stored transaction with the extractor's
 //! progress after it.
 //!
-//! # Record, format 1
+//! # Record, formats 1 and 2
 //! ```text
 //! offset  size      field
-//! 0       1         format byte = 1 (FORMAT_V1)
+//! 0       1         format byte = 2 (FORMAT_V2; 1 in older queues)
 //! 1       4         CRC-32 (IEEE 802.3, crc32fast), little endian, over
 //!                   the format byte, the length bytes and the payload
 //! 5       1..=10    payload length in bytes, unsigned LEB128 varint
 //!                   (the varint of postcard's wire format)
-//! 5+n     length    payload: postcard 1.x encoding of RecordV1
+//! 5+n     length    payload: postcard 1.x encoding of the record
 //! ```
-//! `RecordV1` is, field by field in this order (postcard: no field names,
+//! The record is, field by field in this order (postcard: no field names,
 //! integers as varints, `Option` as a 0/1 byte then the value, strings and
 //! byte strings length-prefixed, enums as a varint variant index):
 //! 1. `epoch`: [`Epoch`] (u64);
@@ -23,12 +23,18 @@
 //! 4. `transaction`: [`Transaction`] as its serde derive lays it out
 //!    (src/event.rs field and variant order).
 //!
-//! Compatibility: format 1 is frozen. A change to the layout of
-//! [`Transaction`] (field order, types, enum variant order) or of
-//! `RecordV1` needs a new format byte and a decoder for format 1 kept
-//! beside it; `tests/queue_fixture.rs` reads records and a queue directory
-//! written by this version and fails when they stop decoding to the same
-//! values.
+//! Format 2 (written by this version) differs from format 1 in one field
+//! only: [`crate::event::Statement`] ends with `thread_id:
+//! Option<u32>` (the master session, for temporary tables). Format 1
+//! records are still read (their statements get `thread_id: None`), by
+//! the frozen layout in [`v1`].
+//!
+//! Compatibility: formats 1 and 2 are frozen. A change to the layout of
+//! [`Transaction`] (field order, types, enum variant order) or of the
+//! record needs a new format byte and the older decoders kept beside it;
+//! `tests/queue_fixture.rs` reads records and a queue directory written by
+//! format 1 and records of format 2, and fails when they stop decoding to
+//! the same values.
 //!
 //! Records are concatenated into *blocks* (see [`super`]); a block is
 //! parsed record by record with [`RecordCursor`].
@@ -41,8 +47,17 @@ use serde::{Deserialize, Serialize};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, Epoch, GtidPos, Seqno};
 
-/// The format byte of records written by this version.
+/// The format byte of records written before statements carried their
+/// master session (read, never written).
 pub const FORMAT_V1: u8 = 1;
+
+/// The format byte of records written by this version.
+pub const FORMAT_V2: u8 = 2;
+
+/// Whether this version reads records of `format`.
+fn readable(format: u8) -> bool {
+    format == FORMAT_V1 || format == FORMAT_V2
+}
 
 /// Bytes of a record before its length varint: format byte and CRC.
 const FIXED_HEADER: usize = 5;
@@ -102,12 +117,111 @@ struct RecordOwned {
     transaction: Transaction,
 }
 
+/// A format-1 record: as [`RecordOwned`] with the format-1 transaction.
+#[derive(Deserialize)]
+struct RecordOwnedV1 {
+    epoch: Epoch,
+    position: Option<BinlogPosition>,
+    gtid_position: Option<GtidPos>,
+    transaction: v1::Transaction,
+}
+
+impl From<RecordOwnedV1> for RecordOwned {
+    fn from(r: RecordOwnedV1) -> RecordOwned {
+        RecordOwned {
+            epoch: r.epoch,
+            position: r.position,
+            gtid_position: r.gtid_position,
+            transaction: r.transaction.into(),
+        }
+    }
+}
+
+/// The frozen format-1 layout of the types that changed in format 2
+/// (field for field as they were; the unchanged types are shared).
+pub mod v1 {
+    use serde::Deserialize;
+
+    use crate::event::{RowsChange, SessionContext, TableInfo};
+    use crate::position::{BinlogPosition, Gtid, Seqno};
+
+    /// [`crate::event::Transaction`] of format 1.
+    #[derive(Deserialize)]
+    pub struct Transaction {
+        seqno: Seqno,
+        server_id: u32,
+        gtid: Option<Gtid>,
+        commit_id: Option<u64>,
+        start_position: BinlogPosition,
+        end_position: BinlogPosition,
+        commit_timestamp: u32,
+        shard: String,
+        tables: Vec<TableInfo>,
+        changes: Vec<Change>,
+    }
+
+    /// [`crate::event::Change`] of format 1.
+    #[derive(Deserialize)]
+    pub enum Change {
+        /// Unchanged.
+        Rows(RowsChange),
+        /// Without `thread_id`.
+        Statement(Statement),
+        /// Unchanged.
+        Annotation(Vec<u8>),
+    }
+
+    /// [`crate::event::Statement`] of format 1: no `thread_id`.
+    #[derive(Deserialize)]
+    pub struct Statement {
+        sql: Vec<u8>,
+        default_schema: Option<String>,
+        context: SessionContext,
+        error_code: u16,
+    }
+
+    impl From<Transaction> for crate::event::Transaction {
+        fn from(t: Transaction) -> crate::event::Transaction {
+            crate::event::Transaction {
+                seqno: t.seqno,
+                server_id: t.server_id,
+                gtid: t.gtid,
+                commit_id: t.commit_id,
+                start_position: t.start_position,
+                end_position: t.end_position,
+                commit_timestamp: t.commit_timestamp,
+                shard: t.shard,
+                tables: t.tables,
+                changes: t
+                    .changes
+                    .into_iter()
+                    .map(|c| match c {
+                        Change::Rows(r) => crate::event::Change::Rows(r),
+                        Change::Annotation(a) => crate::event::Change::Annotation(a),
+                        Change::Statement(s) => {
+                            crate::event::Change::Statement(crate::event::Statement {
+                                sql: s.sql,
+                                default_schema: s.default_schema,
+                                context: s.context,
+                                error_code: s.error_code,
+                                thread_id: None,
+                            })
+                        }
+                    })
+                    .collect(),
+            }
+        }
+    }
+}
+
 /// Why bytes are not a valid record. The caller adds the seqno and the
 /// segment (see [`super::QueueError::Corrupt`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     /// The record's format byte is not one this version reads.
-    #[error("unsupported record format {0} (this version reads format {FORMAT_V1})")]
+    #[error(
+        "unsupported record format {0} (this version reads formats {FORMAT_V1} and {FORMAT_V2})"
+    )]
     UnsupportedFormat(u8),
     /// The bytes are damaged or cut short.
     #[error("{0}")]
@@ -137,7 +251,7 @@ pub fn encode_record(
     let payload =
         postcard::to_extend(&record, std::mem::take(scratch)).map_err(|e| e.to_string())?;
     let start = out.len();
-    out.push(FORMAT_V1);
+    out.push(FORMAT_V2);
     out.extend_from_slice(&[0; 4]);
     push_varint(out, payload.len() as u64);
     out.extend_from_slice(&payload);
@@ -226,7 +340,7 @@ pub fn write_record<W: Write + Seek>(
     let own_gtid = own_gtid_position(txn);
     let record = record_ref(txn, progress, &own_gtid);
     let start = out.stream_position()?;
-    let mut header = vec![FORMAT_V1, 0, 0, 0, 0];
+    let mut header = vec![FORMAT_V2, 0, 0, 0, 0];
     // The payload length from the record length: the varint's own size
     // depends on it, so try each size.
     let payload_len = (1..=10u64)
@@ -376,7 +490,7 @@ pub fn read_record_file(
     let Some(&format) = head.first() else {
         return Err(RecordError::Corrupt("no record bytes".into()));
     };
-    if format != FORMAT_V1 {
+    if !readable(format) {
         return Err(RecordError::UnsupportedFormat(format));
     }
     let stored_crc = u32::from_le_bytes(
@@ -438,7 +552,11 @@ pub fn read_record_file(
         let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
         return Ok((txn, progress));
     }
-    let record = RecordOwned::deserialize(&mut de).map_err(bad)?;
+    let record = if format == FORMAT_V1 {
+        RecordOwnedV1::deserialize(&mut de).map_err(bad)?.into()
+    } else {
+        RecordOwned::deserialize(&mut de).map_err(bad)?
+    };
     let rest = de.finalize().map_err(bad)?;
     if rest != 0 {
         return Err(RecordError::Corrupt(format!(
@@ -530,7 +648,7 @@ pub fn check_record(bytes: &[u8]) -> Result<RawRecord<'_>, RecordError> {
     let Some(&format) = bytes.first() else {
         return Err(RecordError::Corrupt("no record bytes".into()));
     };
-    if format != FORMAT_V1 {
+    if !readable(format) {
         return Err(RecordError::UnsupportedFormat(format));
     }
     if bytes.len() < FIXED_HEADER + 1 {
@@ -571,7 +689,7 @@ pub fn check_record(bytes: &[u8]) -> Result<RawRecord<'_>, RecordError> {
 /// it.
 ///
 /// # Errors
-/// [`RecordError::Corrupt`] when the payload is not a format-1 record or
+/// [`RecordError::Corrupt`] when the payload is not a record of its format or
 /// has bytes left over (cannot happen for a record that passed its CRC
 /// unless the writer was a different program).
 pub fn decode_record(raw: &RawRecord<'_>) -> Result<(Transaction, ExtractorProgress), RecordError> {
@@ -598,11 +716,16 @@ pub fn decode_transaction(raw: &RawRecord<'_>) -> Result<Transaction, RecordErro
 }
 
 fn decode_payload(raw: &RawRecord<'_>) -> Result<RecordOwned, RecordError> {
-    if raw.format != FORMAT_V1 {
-        return Err(RecordError::UnsupportedFormat(raw.format));
-    }
-    let (record, rest): (RecordOwned, _) = postcard::take_from_bytes(raw.payload)
-        .map_err(|e| RecordError::Corrupt(format!("payload does not decode: {e}")))?;
+    let bad = |e: postcard::Error| RecordError::Corrupt(format!("payload does not decode: {e}"));
+    let (record, rest) = match raw.format {
+        FORMAT_V1 => {
+            let (record, rest): (RecordOwnedV1, _) =
+                postcard::take_from_bytes(raw.payload).map_err(bad)?;
+            (record.into(), rest)
+        }
+        FORMAT_V2 => postcard::take_from_bytes::<RecordOwned>(raw.payload).map_err(bad)?,
+        other => return Err(RecordError::UnsupportedFormat(other)),
+    };
     if !rest.is_empty() {
         return Err(RecordError::Corrupt(format!(
             "payload has {} bytes after the record",
@@ -676,7 +799,7 @@ impl<'a> RecordCursor<'a> {
         let Some(&format) = bytes.first() else {
             return Err(RecordError::Corrupt("no record bytes".into()));
         };
-        if format != FORMAT_V1 {
+        if !readable(format) {
             return Err(RecordError::UnsupportedFormat(format));
         }
         let (len, used) = bytes
@@ -745,7 +868,7 @@ mod tests {
         let t = txn(7);
         let p = ExtractorProgress::after(&t, Epoch(3));
         let bytes = record_bytes(&t, &p).unwrap();
-        assert_eq!(bytes[0], FORMAT_V1);
+        assert_eq!(bytes[0], FORMAT_V2);
         let (t2, p2) = decode_record_bytes(&bytes).unwrap();
         assert_eq!(t2, t);
         assert_eq!(p2, p);
@@ -799,10 +922,10 @@ mod tests {
     fn unknown_format_is_reported() {
         let t = txn(1);
         let mut bytes = record_bytes(&t, &ExtractorProgress::after(&t, Epoch(0))).unwrap();
-        bytes[0] = 2;
+        bytes[0] = 3;
         assert_eq!(
             decode_record_bytes(&bytes).unwrap_err(),
-            RecordError::UnsupportedFormat(2)
+            RecordError::UnsupportedFormat(3)
         );
     }
 

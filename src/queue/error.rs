@@ -79,8 +79,8 @@ pub enum QueueError {
     /// A record was written in a format this version does not read (a
     /// newer shardrep wrote it).
     #[error(
-        "queue segment {}: record of seqno {seqno} has format {format}; this version reads format {}",
-        segment.display(), super::codec::FORMAT_V1
+        "queue segment {}: record of seqno {seqno} has format {format}; this version reads formats {} and {}",
+        segment.display(), super::codec::FORMAT_V1, super::codec::FORMAT_V2
     )]
     UnsupportedFormat {
         /// The segment directory.

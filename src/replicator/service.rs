@@ -456,6 +456,9 @@ impl Service {
             inner.offline_at_seqno = Some(at);
             return Ok(inner.machine.state());
         }
+        if !immediate {
+            Self::refuse_with_temp_tables(&inner)?;
+        }
         let event = if immediate {
             Event::OfflineImmediate
         } else {
@@ -469,6 +472,37 @@ impl Service {
             run.stop.store(true, Ordering::Release);
         }
         Ok(state)
+    }
+
+    /// A clean offline while master sessions hold temporary tables on the
+    /// replica would lose them (they live on the channel's connection):
+    /// their sessions' later statements would fail with 1146. Refuses,
+    /// naming the sessions, as native replication warns before stopping
+    /// with `Slave_open_temp_tables` > 0.
+    fn refuse_with_temp_tables(inner: &Inner) -> Result<(), ControlError> {
+        let Some(run) = &inner.run else {
+            return Ok(());
+        };
+        let observer = run.observer.counters.lock().expect("observer");
+        let Some(counters) = observer.as_ref() else {
+            return Ok(());
+        };
+        let sessions = counters
+            .temp_table_sessions
+            .lock()
+            .expect("temp table sessions")
+            .clone();
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        Err(ControlError::illegal_state(format!(
+            "offline refused: {} temporary table(s) of master sessions are open on the replica \
+             ({}); a clean offline would lose them, and the sessions' later statements would \
+             fail. Try again once the master sessions have dropped them or ended (status: \
+             openTempTables = 0), or use offline --immediate to lose them",
+            counters.open_temp_tables.load(Ordering::Acquire),
+            sessions.join("; ")
+        )))
     }
 
     fn replica_conn_error(&self, e: mysql_async::Error) -> ControlError {
@@ -656,6 +690,7 @@ impl ControlHandler for Service {
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
                 status.dropped_count += counters.dropped.load(Ordering::Relaxed);
                 status.serialization_count += counters.serializations.load(Ordering::Relaxed);
+                status.open_temp_tables = counters.open_temp_tables.load(Ordering::Acquire);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
                 status.minimum_stored_seq_no = queue.min_seqno().map(Seqno::get);

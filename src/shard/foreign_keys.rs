@@ -504,6 +504,7 @@ mod tests {
                         default_schema: None,
                         context: Default::default(),
                         error_code: 0,
+                        thread_id: None,
                     })
                 })
                 .collect(),

@@ -31,6 +31,7 @@ pub mod foreign_keys;
 pub mod map;
 pub mod statement;
 pub mod store;
+pub mod temp_tables;
 
 pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
 pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};

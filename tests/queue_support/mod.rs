@@ -100,6 +100,7 @@ pub fn txn(seqno: u64, payload: usize) -> Transaction {
                 default_schema: None,
                 context: SessionContext::default(),
                 error_code: 0,
+                thread_id: None,
             }),
         ],
     }
