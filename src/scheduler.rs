@@ -8,8 +8,10 @@
 //! - **Barrier**: before a critical transaction, wait until every channel
 //!   has committed everything sent to it; run the critical transaction
 //!   alone; wait again before parallel work resumes. Consecutive critical
-//!   transactions go to one channel and share one barrier. Each barrier
-//!   counts once in `serializationCount`.
+//!   transactions routed to one channel share one barrier; each critical
+//!   transaction runs on its own routed channel (so a restart in the middle
+//!   of a run of them routes each where its restart row recorded it). Each
+//!   barrier counts once in `serializationCount`.
 //! - **SYNC** every `sync_interval_seqnos` seqnos, and whenever the source
 //!   goes idle (no transaction within one poll): every channel advances
 //!   its restart row when it has nothing newer, so a restart never replays
@@ -384,10 +386,16 @@ where
                 let txn = Arc::new(txn);
                 if critical || reroutes {
                     let channel = match critical_channel {
-                        // A temporary-table transaction must run on its
+                        // Consecutive critical transactions share a
+                        // barrier only on one channel: each runs on its
+                        // own routed channel, whatever came before it, so
+                        // a restart that resumes in the middle of a run of
+                        // them routes each to the channel whose restart
+                        // row recorded it (never applied twice). A
+                        // temporary-table transaction likewise runs on its
                         // channel: another channel's critical run ends
                         // first.
-                        Some(c) if !pinned || c == channel => c,
+                        Some(c) if c == channel => c,
                         _ => {
                             barrier(&last_sent)?;
                             counters.serializations.fetch_add(1, Ordering::Relaxed);
@@ -687,5 +695,111 @@ mod tests {
         // Barriers: before 1 (critical), before 2 (temp, channel 0 after
         // channel 3's run), before 4 (after session 9's parallel 3).
         assert_eq!(counters.serializations.load(Ordering::Relaxed), 3);
+    }
+
+    /// Shards `c1`, `c2`: critical on channels 1 and 2; others: channel 0.
+    struct TwoCritical;
+
+    impl Router for TwoCritical {
+        fn route(&mut self, txn: &Transaction) -> Route {
+            match txn.shard.as_str() {
+                "c1" => Route::Apply {
+                    channel: 1,
+                    critical: true,
+                },
+                "c2" => Route::Apply {
+                    channel: 2,
+                    critical: true,
+                },
+                _ => Route::Apply {
+                    channel: 0,
+                    critical: false,
+                },
+            }
+        }
+    }
+
+    /// Runs `txns` through the scheduler on 3 recording channels: each
+    /// transaction's (seqno, channel, alone), and the barriers counted.
+    fn schedule(
+        txns: Vec<Transaction>,
+        router: &mut TwoCritical,
+    ) -> (Vec<(u64, usize, bool)>, u64) {
+        let last = txns.last().map(|t| t.seqno).expect("transactions");
+        let progress = Arc::new(Progress::new(&[None; 3]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let counters = SchedulerCounters::default();
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for c in 0..3 {
+            let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
+            senders.push(tx);
+            let (progress, seen) = (progress.clone(), seen.clone());
+            threads.push(std::thread::spawn(move || {
+                for work in rx {
+                    match work {
+                        Work::Apply { txn, alone, .. } => {
+                            seen.lock().unwrap().push((txn.seqno.get(), c, alone));
+                            progress.set_committed(c, txn.seqno);
+                        }
+                        Work::Stop(_) => break,
+                        Work::Sync(_) => {}
+                    }
+                }
+            }));
+        }
+        let mut queue = txns.into_iter();
+        let settings = SchedulerSettings {
+            sync_interval_seqnos: 0,
+            stop_after: Some(last),
+            poll: Duration::from_millis(10),
+            skip_seqnos: Vec::new(),
+            immediate: None,
+        };
+        run(
+            |_| Ok(queue.next().map(|t| (t, 0, String::new()))),
+            router,
+            &senders,
+            &progress,
+            &counters,
+            &AtomicBool::new(false),
+            &settings,
+        )
+        .unwrap();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_unstable();
+        (seen, counters.serializations.load(Ordering::Relaxed))
+    }
+
+    // Consecutive critical transactions of shards routed to different
+    // channels each run on their own channel (a barrier between them), so
+    // a restart that resumes at the second one routes it to the channel
+    // that recorded it, not to one whose restart row is below it.
+    #[test]
+    fn consecutive_critical_transactions_keep_their_own_channels() {
+        let txns = |from: u64| -> Vec<Transaction> {
+            [(0, "c1"), (1, "c2"), (2, "c2"), (3, "c1"), (4, "a")]
+                .into_iter()
+                .filter(|(n, _)| *n >= from)
+                .map(|(n, shard)| txn(n, shard, 1, "DELETE FROM t"))
+                .collect()
+        };
+        let whole = vec![
+            (0, 1, true),
+            (1, 2, true),
+            (2, 2, true),
+            (3, 1, true),
+            (4, 0, false),
+        ];
+        // Barriers before 0, 1 and 3; 2 shares 1's.
+        assert_eq!(schedule(txns(0), &mut TwoCritical), (whole.clone(), 3));
+        // Resumed at seqno 1 and 3 (after a crash): the same channels.
+        for from in [1, 3] {
+            let (seen, _) = schedule(txns(from), &mut TwoCritical);
+            assert_eq!(seen, whole[from as usize..].to_vec(), "resumed at {from}");
+        }
     }
 }
