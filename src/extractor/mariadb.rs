@@ -33,7 +33,7 @@ use std::io::Read;
 
 use crate::position::Gtid;
 
-use super::decode::{event_type, Reader};
+use super::binlog::{event_type, Reader};
 use super::EventBody;
 
 /// GTID flag: no terminating COMMIT/XID (standalone DDL or statement).
@@ -407,7 +407,7 @@ pub fn uncompress_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extractor::decode::tests::fixture_event;
+    use crate::extractor::fixtures::fixture_event;
     use std::io::Write;
 
     /// The body of a fixture event (header and CRC32 trailer removed).

@@ -3,6 +3,8 @@
 //! [`Transaction`](crate::event::Transaction)s.
 //!
 //! Layers, bottom up:
+//! - [`binlog`]: event type codes and the byte reader (a leaf: imports
+//!   nothing else of the extractor).
 //! - [`decode`]: one raw event (header + body, checksum included) into a
 //!   [`BinlogEvent`]; stateful (format description, checksum algorithm,
 //!   table-map cache). Row images are decoded by [`rows`], MariaDB's own
@@ -18,8 +20,11 @@
 //! / "Binlog Event Header" knowledge-base pages.
 
 pub mod assemble;
+pub mod binlog;
 pub mod decode;
 pub mod files;
+#[cfg(test)]
+mod fixtures;
 pub mod live;
 pub mod mariadb;
 pub mod reader;

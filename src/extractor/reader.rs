@@ -10,7 +10,8 @@ use crate::event::Transaction;
 use crate::position::{BinlogPosition, GtidPos, Seqno};
 
 use super::assemble::Assembler;
-use super::decode::{event_type, Decoder};
+use super::binlog::event_type;
+use super::decode::Decoder;
 use super::files::{FileOptions, FileSource};
 use super::live::{master_status, LiveOptions, LiveSource, LiveStart};
 use super::{BinlogEvent, EventSource, ExtractError, RawEvent};
