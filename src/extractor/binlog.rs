@@ -132,31 +132,55 @@ pub fn event_type_name(type_code: u8) -> Option<&'static str> {
     })
 }
 
-/// A bounds-checked little-endian reader over an event body; every read
-/// failure names the field and the offset.
+/// The one bounds-checked little-endian cursor of the extractor, over an
+/// event body, a column value or a protocol packet. It never panics.
+///
+/// Two families of reads:
+/// - `Option` reads for hot paths that build their own error ([`take`],
+///   [`array`], [`byte`], [`uint_le`]): `None` when too few bytes are left;
+/// - reads that name the field in their `String` error: [`bytes`], [`u8`]
+///   .. [`u64`], [`cstring`], [`lenenc`] say "truncated {field} ... at body
+///   offset N" (event bodies), [`need`] and [`packed`] say "{field}: need N
+///   bytes, M left" (row images).
+///
+/// [`take`]: Reader::take
+/// [`array`]: Reader::array
+/// [`byte`]: Reader::byte
+/// [`uint_le`]: Reader::uint_le
+/// [`bytes`]: Reader::bytes
+/// [`u8`]: Reader::u8
+/// [`u64`]: Reader::u64
+/// [`cstring`]: Reader::cstring
+/// [`lenenc`]: Reader::lenenc
+/// [`need`]: Reader::need
+/// [`packed`]: Reader::packed
+#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
     pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
     /// Bytes not read yet.
+    #[inline]
     pub(crate) fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.buf.len().saturating_sub(self.pos)
     }
 
     /// Offset of the next read.
+    #[inline]
     pub(crate) fn offset(&self) -> usize {
         self.pos
     }
 
-    /// The rest of the buffer.
+    /// The rest of the buffer (empty when all was read).
     pub(crate) fn rest(&mut self) -> &'a [u8] {
-        let rest = &self.buf[self.pos..];
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
         self.pos = self.buf.len();
         rest
     }
@@ -174,53 +198,95 @@ impl<'a> Reader<'a> {
         }
     }
 
-    pub(crate) fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
-        if n > self.remaining() {
-            return Err(format!(
-                "truncated {what}: {n} bytes needed at body offset {}, {} left",
-                self.pos,
-                self.remaining()
-            ));
+    /// The next `n` bytes, or `None` (nothing consumed) when fewer are left.
+    #[inline]
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+
+    /// The next `N` bytes as an array, or `None`.
+    #[inline]
+    pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N).and_then(|s| s.try_into().ok())
+    }
+
+    /// The next byte, or `None`.
+    #[inline]
+    pub(crate) fn byte(&mut self) -> Option<u8> {
+        let b = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// Little-endian unsigned integer of `n` (1..=8) bytes, or `None`.
+    #[inline]
+    pub(crate) fn uint_le(&mut self, n: usize) -> Option<u64> {
+        let b = self.take(n)?;
+        let mut v = 0u64;
+        for (i, &x) in b.iter().enumerate().take(8) {
+            v |= u64::from(x) << (8 * i);
         }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
+        Some(v)
+    }
+
+    /// The next `n` bytes; the error says "truncated {what}" and where.
+    pub(crate) fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let (at, left) = (self.pos, self.remaining());
+        self.take(n).ok_or_else(|| {
+            format!("truncated {what}: {n} bytes needed at body offset {at}, {left} left")
+        })
+    }
+
+    /// The next `n` bytes; the error says "{what}: need n bytes, m left".
+    pub(crate) fn need(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let left = self.remaining();
+        self.take(n)
+            .ok_or_else(|| format!("{what}: need {n} bytes, {left} left"))
     }
 
     fn uint(&mut self, n: usize, what: &str) -> Result<u64, String> {
-        let b = self.bytes(n, what)?;
-        Ok(b.iter()
-            .rev()
-            .fold(0u64, |acc, &byte| (acc << 8) | u64::from(byte)))
+        let (at, left) = (self.pos, self.remaining());
+        self.uint_le(n).ok_or_else(|| {
+            format!("truncated {what}: {n} bytes needed at body offset {at}, {left} left")
+        })
     }
 
+    /// One byte.
     pub(crate) fn u8(&mut self, what: &str) -> Result<u8, String> {
         Ok(self.bytes(1, what)?[0])
     }
 
+    /// Little-endian u16.
     pub(crate) fn u16(&mut self, what: &str) -> Result<u16, String> {
         Ok(self.uint(2, what)? as u16)
     }
 
+    /// Little-endian 3-byte integer.
     pub(crate) fn u24(&mut self, what: &str) -> Result<u32, String> {
         Ok(self.uint(3, what)? as u32)
     }
 
+    /// Little-endian u32.
     pub(crate) fn u32(&mut self, what: &str) -> Result<u32, String> {
         Ok(self.uint(4, what)? as u32)
     }
 
+    /// Little-endian 6-byte integer.
     pub(crate) fn u48(&mut self, what: &str) -> Result<u64, String> {
         self.uint(6, what)
     }
 
+    /// Little-endian u64.
     pub(crate) fn u64(&mut self, what: &str) -> Result<u64, String> {
         self.uint(8, what)
     }
 
     /// A NUL-terminated string (without its NUL).
     pub(crate) fn cstring(&mut self, what: &str) -> Result<&'a [u8], String> {
-        let rest = &self.buf[self.pos..];
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
         let len = rest
             .iter()
             .position(|&b| b == 0)
@@ -229,17 +295,76 @@ impl<'a> Reader<'a> {
         Ok(&rest[..len])
     }
 
-    /// A MySQL length-encoded integer.
+    /// A NUL-terminated string (without its NUL), or the rest of the buffer
+    /// when no NUL follows (lenient, for protocol packets).
+    pub(crate) fn cstring_or_rest(&mut self) -> &'a [u8] {
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
+        let n = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        self.pos += (n + 1).min(rest.len());
+        &rest[..n]
+    }
+
+    /// Width of a length-encoded integer from its first byte: `Ok(value)` for
+    /// one byte, `Err(Some(n))` when `n` more bytes follow, `Err(None)` for
+    /// a byte that cannot start one (0xfb, 0xff).
+    #[inline]
+    fn lenenc_first(first: u8) -> Result<u64, Option<usize>> {
+        match first {
+            0..=0xfa => Ok(u64::from(first)),
+            0xfc => Err(Some(2)),
+            0xfd => Err(Some(3)),
+            0xfe => Err(Some(8)),
+            _ => Err(None),
+        }
+    }
+
+    /// A MySQL length-encoded integer; errors in the "body offset" style.
     pub(crate) fn lenenc(&mut self, what: &str) -> Result<u64, String> {
         let at = self.pos;
-        match self.u8(what)? {
-            b @ 0..=0xfa => Ok(u64::from(b)),
-            0xfc => self.uint(2, what),
-            0xfd => self.uint(3, what),
-            0xfe => self.uint(8, what),
-            b => Err(format!(
-                "{what} at body offset {at}: byte {b:#04x} does not start a length-encoded integer"
+        let first = self.u8(what)?;
+        match Self::lenenc_first(first) {
+            Ok(v) => Ok(v),
+            Err(Some(n)) => self.uint(n, what),
+            Err(None) => Err(format!(
+                "{what} at body offset {at}: byte {first:#04x} does not start a length-encoded integer"
             )),
         }
+    }
+
+    /// A MySQL length-encoded ("packed") integer; errors in the "need N
+    /// bytes" style.
+    pub(crate) fn packed(&mut self, what: &str) -> Result<u64, String> {
+        let left = self.remaining();
+        let first = self
+            .byte()
+            .ok_or_else(|| format!("{what}: need a packed integer, 0 bytes left"))?;
+        match Self::lenenc_first(first) {
+            Ok(v) => Ok(v),
+            Err(Some(n)) => self.uint_le(n).ok_or_else(|| {
+                format!("{what}: packed integer needs {} bytes, {left} left", n + 1)
+            }),
+            Err(None) => Err(format!(
+                "{what}: expected a packed integer, found first byte {first:#04x}"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handshake packet read as the live source reads it.
+    #[test]
+    fn cursor_reads() {
+        let bytes = b"\x0a5.5.5-10.11\x00\x01\x00\x00\x00rest";
+        let mut c = Reader::new(bytes);
+        assert_eq!(c.byte(), Some(10));
+        assert_eq!(c.cstring_or_rest(), b"5.5.5-10.11");
+        assert_eq!(c.uint_le(4).map(|v| v as u32), Some(1));
+        assert_eq!(c.take(10), None);
+        assert_eq!(c.rest(), b"rest");
+        assert_eq!(c.cstring_or_rest(), b"");
+        assert_eq!(c.byte(), None);
     }
 }

@@ -40,6 +40,7 @@ use crate::event::{SessionContext, Statement, TableInfo, UserVar, UserVarValue};
 use crate::position::BinlogPosition;
 
 use super::binlog::{event_type, event_type_name, Reader};
+use super::decimal::decode_decimal;
 use super::{
     mariadb, BinlogEvent, ChecksumAlg, EventBody, EventHeader, ExtractError, FormatDescription,
     RawEvent, TableIdMap, EVENT_HEADER_LEN, LOG_EVENT_ARTIFICIAL_F,
@@ -1129,76 +1130,6 @@ fn parse_user_var(body: &[u8]) -> Result<UserVar, String> {
         name,
         value: Some(value),
     })
-}
-
-/// Decodes MySQL's binary DECIMAL (`decimal2bin`) into its exact text:
-/// optional `-`, integer digits (at least one), and `scale` fraction digits.
-/// `bytes` must be exactly the stored size of DECIMAL(precision, scale).
-pub(crate) fn decode_decimal(precision: u8, scale: u8, bytes: &[u8]) -> Result<String, String> {
-    const DIG_PER_DEC: usize = 9;
-    const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
-    let (precision, scale) = (usize::from(precision), usize::from(scale));
-    if precision == 0 || scale > precision || precision > 65 {
-        return Err(format!(
-            "DECIMAL({precision},{scale}) is not a valid precision/scale"
-        ));
-    }
-    let intg = precision - scale;
-    let (intg0, intg0x) = (intg / DIG_PER_DEC, intg % DIG_PER_DEC);
-    let (frac0, frac0x) = (scale / DIG_PER_DEC, scale % DIG_PER_DEC);
-    let size = intg0 * 4 + DIG2BYTES[intg0x] + frac0 * 4 + DIG2BYTES[frac0x];
-    if bytes.len() != size {
-        return Err(format!(
-            "DECIMAL({precision},{scale}) value of {} bytes, expected {size}",
-            bytes.len()
-        ));
-    }
-    let mut buf = bytes.to_vec();
-    let negative = buf[0] & 0x80 == 0;
-    buf[0] ^= 0x80;
-    if negative {
-        for b in &mut buf {
-            *b = !*b;
-        }
-    }
-    let mut at = 0usize;
-    let mut group = |len: usize, digits: usize| -> Result<String, String> {
-        let value = buf[at..at + len]
-            .iter()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        at += len;
-        if value >= 10u64.pow(digits as u32) {
-            return Err(format!(
-                "DECIMAL digit group {value} does not fit in {digits} digits"
-            ));
-        }
-        Ok(format!("{value:0digits$}"))
-    };
-    let mut integer = String::new();
-    if intg0x > 0 {
-        integer.push_str(&group(DIG2BYTES[intg0x], intg0x)?);
-    }
-    for _ in 0..intg0 {
-        integer.push_str(&group(4, DIG_PER_DEC)?);
-    }
-    let mut fraction = String::new();
-    for _ in 0..frac0 {
-        fraction.push_str(&group(4, DIG_PER_DEC)?);
-    }
-    if frac0x > 0 {
-        fraction.push_str(&group(DIG2BYTES[frac0x], frac0x)?);
-    }
-    let integer = integer.trim_start_matches('0');
-    let mut text = String::new();
-    if negative {
-        text.push('-');
-    }
-    text.push_str(if integer.is_empty() { "0" } else { integer });
-    if scale > 0 {
-        text.push('.');
-        text.push_str(&fraction);
-    }
-    Ok(text)
 }
 
 // ---------------------------------------------------------------------------

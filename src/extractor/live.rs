@@ -83,6 +83,7 @@ use mysql_async::prelude::Queryable;
 use crate::config::{LiveSourceConfig, Secret};
 use crate::position::{BinlogPosition, GtidPos};
 
+use super::binlog::Reader;
 use super::files::{
     fde_has_crc, rotate_target, FORMAT_DESCRIPTION_EVENT, HEARTBEAT_EVENT, ROTATE_EVENT,
 };
@@ -992,43 +993,6 @@ fn parse_err_packet(packet: &[u8]) -> WireError {
     }
 }
 
-/// Little reader over a packet.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.at.checked_add(n)?;
-        let out = self.bytes.get(self.at..end)?;
-        self.at = end;
-        Some(out)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u16(&mut self) -> Option<u16> {
-        self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    /// NUL-terminated (or to the end).
-    fn cstr(&mut self) -> &'a [u8] {
-        let rest = &self.bytes[self.at.min(self.bytes.len())..];
-        let n = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        self.at += (n + 1).min(rest.len());
-        &rest[..n]
-    }
-    fn rest(&mut self) -> &'a [u8] {
-        let rest = &self.bytes[self.at.min(self.bytes.len())..];
-        self.at = self.bytes.len();
-        rest
-    }
-}
-
 /// The auth response for `plugin`, or an error for unsupported plugins.
 fn auth_response(plugin: &str, nonce: &[u8], password: &Secret) -> Result<Vec<u8>, WireError> {
     let password = password.expose().as_bytes();
@@ -1140,28 +1104,31 @@ async fn handshake(wire: &mut Wire, options: &LiveOptions) -> Result<Hello, Wire
         return Err(parse_err_packet(&greeting));
     }
     let bad = |what: &str| WireError::Protocol(format!("malformed server greeting: {what}"));
-    let mut c = Cursor {
-        bytes: &greeting,
-        at: 0,
-    };
-    let protocol = c.u8().ok_or_else(|| bad("empty"))?;
+    let mut c = Reader::new(&greeting);
+    let protocol = c.byte().ok_or_else(|| bad("empty"))?;
     if protocol != 10 {
         return Err(WireError::Unsupported(format!(
             "handshake protocol version {protocol} (expected 10)"
         )));
     }
-    let server_version = String::from_utf8_lossy(c.cstr()).into_owned();
-    let connection_id = c.u32().ok_or_else(|| bad("no connection id"))?;
+    let server_version = String::from_utf8_lossy(c.cstring_or_rest()).into_owned();
+    let connection_id = c
+        .uint_le(4)
+        .map(|v| v as u32)
+        .ok_or_else(|| bad("no connection id"))?;
     let mut nonce = c.take(8).ok_or_else(|| bad("no auth data"))?.to_vec();
-    c.u8();
-    let caps_low = c.u16().ok_or_else(|| bad("no capabilities"))?;
+    c.byte();
+    let caps_low = c
+        .uint_le(2)
+        .map(|v| v as u16)
+        .ok_or_else(|| bad("no capabilities"))?;
     let mut server_caps = u32::from(caps_low);
     let mut plugin = String::new();
-    if let Some(_charset) = c.u8() {
-        c.u16(); // status
-        let caps_high = c.u16().unwrap_or(0);
+    if let Some(_charset) = c.byte() {
+        c.uint_le(2).map(|v| v as u16); // status
+        let caps_high = c.uint_le(2).map(|v| v as u16).unwrap_or(0);
         server_caps |= u32::from(caps_high) << 16;
-        let auth_len = c.u8().unwrap_or(0);
+        let auth_len = c.byte().unwrap_or(0);
         c.take(10);
         if server_caps & CLIENT_SECURE_CONNECTION != 0 {
             let n = usize::from(auth_len).saturating_sub(8).max(13);
@@ -1172,7 +1139,7 @@ async fn handshake(wire: &mut Wire, options: &LiveOptions) -> Result<Hello, Wire
             }
         }
         if server_caps & CLIENT_PLUGIN_AUTH != 0 {
-            plugin = String::from_utf8_lossy(c.cstr()).into_owned();
+            plugin = String::from_utf8_lossy(c.cstring_or_rest()).into_owned();
         }
     }
     if server_caps & CLIENT_PROTOCOL_41 == 0 || server_caps & CLIENT_SECURE_CONNECTION == 0 {
@@ -1231,11 +1198,8 @@ async fn handshake(wire: &mut Wire, options: &LiveOptions) -> Result<Hello, Wire
                         "the pre-4.1 authentication (mysql_old_password)".to_owned(),
                     ));
                 }
-                let mut c = Cursor {
-                    bytes: &packet,
-                    at: 1,
-                };
-                current_plugin = String::from_utf8_lossy(c.cstr()).into_owned();
+                let mut c = Reader::new(&packet[1..]);
+                current_plugin = String::from_utf8_lossy(c.cstring_or_rest()).into_owned();
                 let mut data = c.rest().to_vec();
                 if data.last() == Some(&0) {
                     data.pop();
@@ -1334,18 +1298,5 @@ mod tests {
             LiveOptions::new("::1", 3306, "u", Secret::default(), 1).address(),
             "[::1]:3306"
         );
-    }
-
-    #[test]
-    fn cursor_reads() {
-        let bytes = b"\x0a5.5.5-10.11\x00\x01\x00\x00\x00rest";
-        let mut c = Cursor { bytes, at: 0 };
-        assert_eq!(c.u8(), Some(10));
-        assert_eq!(c.cstr(), b"5.5.5-10.11");
-        assert_eq!(c.u32(), Some(1));
-        assert_eq!(c.take(10), None);
-        assert_eq!(c.rest(), b"rest");
-        assert_eq!(c.cstr(), b"");
-        assert_eq!(c.u8(), None);
     }
 }

@@ -29,11 +29,10 @@
 //!   uncompressed length), the uncompressed length big-endian, then the zlib
 //!   stream.
 
-use std::io::Read;
-
 use crate::position::Gtid;
 
 use super::binlog::{event_type, Reader};
+use super::compression::uncompress;
 use super::EventBody;
 
 /// GTID flag: no terminating COMMIT/XID (standalone DDL or statement).
@@ -258,61 +257,6 @@ pub fn parse_xa_prepare(body: &[u8]) -> Result<EventBody, String> {
             bqual,
         },
     })
-}
-
-/// Decompresses one compressed part (header byte, big-endian length, zlib
-/// stream), as MariaDB's `binlog_buf_uncompress`.
-pub fn uncompress(data: &[u8]) -> Result<Vec<u8>, String> {
-    let (&head, rest) = data
-        .split_first()
-        .ok_or("empty compressed data, expected a compression header byte")?;
-    if head & 0x80 == 0 || head & 0x60 != 0 {
-        return Err(format!(
-            "compression header byte {head:#04x}: expected bit 7 set and algorithm 0 (zlib)"
-        ));
-    }
-    if head & 0x10 != 0 {
-        return Err(format!(
-            "compression header byte {head:#04x}: algorithm {} is not supported, expected 0 (zlib)",
-            (head & 0x70) >> 4
-        ));
-    }
-    let len_len = usize::from(head & 0x07);
-    if !(1..=4).contains(&len_len) {
-        return Err(format!(
-            "compression header byte {head:#04x}: length of the length {len_len}, expected 1 to 4"
-        ));
-    }
-    if rest.len() < len_len {
-        return Err(format!(
-            "truncated uncompressed length: {len_len} bytes needed, {} left",
-            rest.len()
-        ));
-    }
-    let (len_bytes, stream) = rest.split_at(len_len);
-    let len = len_bytes
-        .iter()
-        .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-    if len == 0 {
-        return Err("uncompressed length 0".to_owned());
-    }
-    let mut out = Vec::with_capacity(len.min(1 << 20) as usize);
-    flate2::read::ZlibDecoder::new(stream)
-        .take(len + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("zlib data does not decompress: {e}"))?;
-    if out.len() as u64 != len {
-        return Err(format!(
-            "zlib data decompresses to {}{} bytes, the header says {len}",
-            if out.len() as u64 > len {
-                "more than "
-            } else {
-                ""
-            },
-            out.len().min(len as usize)
-        ));
-    }
-    Ok(out)
 }
 
 /// The body of the QUERY that a QUERY_COMPRESSED body stands for: the

@@ -21,6 +21,8 @@
 
 pub mod assemble;
 pub mod binlog;
+mod compression;
+mod decimal;
 pub mod decode;
 pub mod files;
 #[cfg(test)]

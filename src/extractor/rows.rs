@@ -100,8 +100,9 @@
 //! `row 3 column 2 (amount) NEWDECIMAL(20,6): need 10 bytes, 4 left`. No
 //! input makes these functions panic (property-tested below).
 
-use std::io::Read;
-
+use super::binlog::Reader;
+use super::compression::{uncompress, uncompress_column};
+use super::decimal::{decimal_size, decode_decimal};
 use crate::event::{column_type as ct, ColumnInfo, RowImage, RowKind, RowPair, TableInfo, Value};
 
 /// Collation id of the `binary` character set.
@@ -189,92 +190,6 @@ pub struct DecodedRows {
     pub rows: Vec<RowPair>,
 }
 
-// ---------------------------------------------------------------------------
-// Byte reader
-// ---------------------------------------------------------------------------
-
-/// A bounds-checked cursor over a byte slice.
-#[derive(Clone)]
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    #[inline]
-    fn left(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    #[inline]
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n)?;
-        let s = self.buf.get(self.pos..end)?;
-        self.pos = end;
-        Some(s)
-    }
-
-    #[inline]
-    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
-        self.take(N).and_then(|s| s.try_into().ok())
-    }
-
-    #[inline]
-    fn u8(&mut self) -> Option<u8> {
-        let b = *self.buf.get(self.pos)?;
-        self.pos += 1;
-        Some(b)
-    }
-
-    fn rest(&mut self) -> &'a [u8] {
-        let s = self.buf.get(self.pos..).unwrap_or(&[]);
-        self.pos = self.buf.len();
-        s
-    }
-
-    /// Little-endian unsigned integer of `n` (1..=8) bytes.
-    #[inline]
-    fn uint_le(&mut self, n: usize) -> Option<u64> {
-        let b = self.take(n)?;
-        let mut v = 0u64;
-        for (i, &x) in b.iter().enumerate().take(8) {
-            v |= u64::from(x) << (8 * i);
-        }
-        Some(v)
-    }
-
-    /// A packed (length-encoded) integer; `what` names it in errors.
-    fn packed(&mut self, what: &str) -> Result<u64, String> {
-        let left = self.left();
-        let first = self
-            .u8()
-            .ok_or_else(|| format!("{what}: need a packed integer, 0 bytes left"))?;
-        let n = match first {
-            0..=250 => return Ok(u64::from(first)),
-            252 => 2,
-            253 => 3,
-            254 => 8,
-            _ => {
-                return Err(format!(
-                    "{what}: expected a packed integer, found first byte {first:#04x}"
-                ))
-            }
-        };
-        self.uint_le(n)
-            .ok_or_else(|| format!("{what}: packed integer needs {} bytes, {left} left", n + 1))
-    }
-
-    fn need(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
-        let left = self.left();
-        self.take(n)
-            .ok_or_else(|| format!("{what}: need {n} bytes, {left} left"))
-    }
-}
-
 /// `usize` from a u64 length, for `need`: lengths beyond the address space
 /// are reported as missing bytes.
 fn len_usize(n: u64) -> usize {
@@ -332,7 +247,7 @@ pub fn parse_table_map_with(
                 )
             }
         })?;
-        let left = m.left();
+        let left = m.remaining();
         let b = m.take(len).ok_or_else(|| {
             format!(
                 "TABLE_MAP `{schema}`.`{table}` column {i} type {t}: metadata needs {len} bytes, \
@@ -357,11 +272,11 @@ pub fn parse_table_map_with(
             charset: None,
         });
     }
-    if m.left() != 0 {
+    if m.remaining() != 0 {
         return Err(format!(
             "TABLE_MAP `{schema}`.`{table}`: metadata block has {meta_len} bytes, the column \
              types use {}",
-            m.pos
+            m.offset()
         ));
     }
     let mut info = TableInfo {
@@ -377,9 +292,12 @@ pub fn parse_table_map_with(
 
 fn read_table_id(r: &mut Reader<'_>, post_header_len: u8, what: &str) -> Result<u64, String> {
     let id_len = if post_header_len == 6 { 4 } else { 6 };
-    let id = r
-        .uint_le(id_len)
-        .ok_or_else(|| format!("{what}: need a {id_len}-byte table id, {} left", r.left()))?;
+    let id = r.uint_le(id_len).ok_or_else(|| {
+        format!(
+            "{what}: need a {id_len}-byte table id, {} left",
+            r.remaining()
+        )
+    })?;
     r.need(2, &format!("{what} flags"))?;
     // A longer post-header than we know (future servers): skip the rest.
     let phl = usize::from(post_header_len);
@@ -391,7 +309,7 @@ fn read_table_id(r: &mut Reader<'_>, post_header_len: u8, what: &str) -> Result<
 
 fn read_name(r: &mut Reader<'_>, what: &str) -> Result<String, String> {
     let len = r
-        .u8()
+        .byte()
         .ok_or_else(|| format!("{what}: need a length byte, 0 bytes left"))?;
     let b = r.need(usize::from(len) + 1, what)?;
     let (name, nul) = b.split_at(usize::from(len));
@@ -521,8 +439,8 @@ fn apply_optional_metadata(
     let mut r = Reader::new(data);
     let ctx = format!("TABLE_MAP `{}`.`{}`", info.schema, info.table);
     let mut pk: Option<Vec<u16>> = None;
-    while r.left() > 0 {
-        let Some(t) = r.u8() else { break };
+    while r.remaining() > 0 {
+        let Some(t) = r.byte() else { break };
         let what = format!("{ctx} optional metadata field {t}");
         let len = r.packed(&what)?;
         let v = r.need(len_usize(len), &what)?;
@@ -552,7 +470,7 @@ fn apply_optional_metadata(
                 for &c in &targets {
                     info.columns[c].charset = Some(default);
                 }
-                while f.left() > 0 {
+                while f.remaining() > 0 {
                     let idx = f.packed(&format!("{ctx} charset column index"))?;
                     let coll = charset_id(f.packed(&format!("{ctx} charset collation"))?, &ctx)?;
                     let c = usize::try_from(idx)
@@ -573,7 +491,7 @@ fn apply_optional_metadata(
                 let enum_set = t == om::ENUM_AND_SET_COLUMN_CHARSET;
                 let mut ids = Vec::new();
                 let mut f = Reader::new(v);
-                while f.left() > 0 {
+                while f.remaining() > 0 {
                     ids.push(charset_id(
                         f.packed(&format!("{ctx} column collation"))?,
                         &ctx,
@@ -615,7 +533,7 @@ fn apply_optional_metadata(
             om::SIMPLE_PRIMARY_KEY | om::PRIMARY_KEY_WITH_PREFIX => {
                 let mut f = Reader::new(v);
                 let mut key = Vec::new();
-                while f.left() > 0 {
+                while f.remaining() > 0 {
                     let idx = f.packed(&format!("{ctx} primary key column"))?;
                     if t == om::PRIMARY_KEY_WITH_PREFIX {
                         f.packed(&format!("{ctx} primary key prefix length"))?;
@@ -877,13 +795,13 @@ type ValResult = Result<Value, ValErr>;
 
 #[inline]
 fn take<'a>(r: &mut Reader<'a>, n: usize) -> Result<&'a [u8], ValErr> {
-    let left = r.left();
+    let left = r.remaining();
     r.take(n).ok_or(ValErr::Short { need: n, left })
 }
 
 #[inline]
 fn take_array<const N: usize>(r: &mut Reader<'_>) -> Result<[u8; N], ValErr> {
-    let left = r.left();
+    let left = r.remaining();
     r.array::<N>().ok_or(ValErr::Short { need: N, left })
 }
 
@@ -902,7 +820,7 @@ fn le_uint(b: &[u8]) -> u64 {
 fn prefixed<'a>(r: &mut Reader<'a>, prefix: u8) -> Result<&'a [u8], ValErr> {
     let p = take(r, usize::from(prefix))?;
     let len = le_uint(p);
-    let left = r.left();
+    let left = r.remaining();
     let n = len_usize(len);
     r.take(n).ok_or(ValErr::Short {
         need: n.saturating_add(usize::from(prefix)),
@@ -961,7 +879,7 @@ fn decode_value(dec: &Dec, r: &mut Reader<'_>) -> ValResult {
         Dec::NewDecimal { precision, scale } => {
             let size = decimal_size(precision, scale);
             let b = take(r, size)?;
-            Value::Decimal(decode_decimal(b, precision, scale).map_err(ValErr::Bad)?)
+            Value::Decimal(decode_decimal(precision, scale, b).map_err(ValErr::Bad)?)
         }
         Dec::Year => {
             let [b] = take_array::<1>(r)?;
@@ -1156,186 +1074,6 @@ fn decode_time2(r: &mut Reader<'_>, fsp: u8) -> ValResult {
 }
 
 // ---------------------------------------------------------------------------
-// DECIMAL
-// ---------------------------------------------------------------------------
-
-const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
-const POW10: [u32; 10] = [
-    1,
-    10,
-    100,
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-];
-
-/// Bytes of a binary DECIMAL(precision, scale) (MySQL `decimal_bin_size`).
-fn decimal_size(precision: u8, scale: u8) -> usize {
-    let intg = usize::from(precision.saturating_sub(scale));
-    let frac = usize::from(scale);
-    (intg / 9) * 4 + DIG2BYTES[intg % 9] + (frac / 9) * 4 + DIG2BYTES[frac % 9]
-}
-
-/// Pushes `v` as decimal digits, zero-padded to `width`.
-fn push_digits(out: &mut String, v: u32, width: usize) {
-    let mut buf = [b'0'; 10];
-    let mut n = v;
-    let mut i = buf.len();
-    while n > 0 {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    let digits = buf.len() - i;
-    let start = if digits >= width {
-        i
-    } else {
-        buf.len() - width.min(buf.len())
-    };
-    for &c in &buf[start..] {
-        out.push(char::from(c));
-    }
-}
-
-/// The exact text of a binary DECIMAL (MySQL `bin2decimal`): `b` has exactly
-/// [`decimal_size`] bytes.
-fn decode_decimal(b: &[u8], precision: u8, scale: u8) -> Result<String, String> {
-    let intg = usize::from(precision.saturating_sub(scale));
-    let frac = usize::from(scale);
-    if b.len() != decimal_size(precision, scale) || b.is_empty() {
-        return Err(format!(
-            "DECIMAL({precision},{scale}) needs {} bytes, got {}",
-            decimal_size(precision, scale),
-            b.len()
-        ));
-    }
-    let negative = b[0] & 0x80 == 0;
-    let mask: u8 = if negative { 0xff } else { 0 };
-    let mut pos = 0usize;
-    let mut group = |n: usize, digits: usize| -> Result<u32, String> {
-        let mut v: u32 = 0;
-        for k in 0..n {
-            let mut x = b[pos + k] ^ mask;
-            if pos + k == 0 {
-                x ^= 0x80;
-            }
-            v = (v << 8) | u32::from(x);
-        }
-        pos += n;
-        if v >= POW10[digits] {
-            return Err(format!(
-                "invalid DECIMAL({precision},{scale}) bytes: group {v} has more than {digits} digits"
-            ));
-        }
-        Ok(v)
-    };
-    let mut out = String::with_capacity(usize::from(precision) + 3);
-    if negative {
-        out.push('-');
-    }
-    let mut nonzero = false;
-    let mut started = false;
-    let (intg0, intg0x) = (intg / 9, intg % 9);
-    if intg0x > 0 {
-        let v = group(DIG2BYTES[intg0x], intg0x)?;
-        if v > 0 {
-            push_digits(&mut out, v, 1);
-            started = true;
-            nonzero = true;
-        }
-    }
-    for _ in 0..intg0 {
-        let v = group(4, 9)?;
-        if started {
-            push_digits(&mut out, v, 9);
-        } else if v > 0 {
-            push_digits(&mut out, v, 1);
-            started = true;
-            nonzero = true;
-        }
-    }
-    if !started {
-        out.push('0');
-    }
-    if frac > 0 {
-        out.push('.');
-        let (frac0, frac0x) = (frac / 9, frac % 9);
-        for _ in 0..frac0 {
-            let v = group(4, 9)?;
-            nonzero |= v > 0;
-            push_digits(&mut out, v, 9);
-        }
-        if frac0x > 0 {
-            let v = group(DIG2BYTES[frac0x], frac0x)?;
-            nonzero |= v > 0;
-            push_digits(&mut out, v, frac0x);
-        }
-    }
-    if negative && !nonzero {
-        out.remove(0);
-    }
-    Ok(out)
-}
-
-// ---------------------------------------------------------------------------
-// MariaDB compression
-// ---------------------------------------------------------------------------
-
-/// Inflates `data` (zlib stream, or raw deflate when `raw`) to exactly
-/// `len` bytes.
-fn inflate(data: &[u8], raw: bool, len: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let limit = len.saturating_add(1);
-    let res = if raw {
-        flate2::read::DeflateDecoder::new(data)
-            .take(limit)
-            .read_to_end(&mut out)
-    } else {
-        flate2::read::ZlibDecoder::new(data)
-            .take(limit)
-            .read_to_end(&mut out)
-    };
-    res.map_err(|e| format!("cannot inflate: {e}"))?;
-    if out.len() as u64 != len {
-        return Err(format!(
-            "compressed data inflates to {} bytes, its header says {len}",
-            out.len()
-        ));
-    }
-    Ok(out)
-}
-
-/// A MariaDB compressed column value (`Field_longstr::uncompress`): empty,
-/// or a header byte then the data: header 0 = stored as is; `0x8N` = zlib
-/// with N & 7 bytes of original length (big endian), bit 0x08 = raw deflate.
-fn uncompress_column(b: &[u8]) -> Result<Vec<u8>, String> {
-    let Some((&h, rest)) = b.split_first() else {
-        return Ok(Vec::new());
-    };
-    if h & 0x80 == 0 {
-        return Ok(rest.to_vec());
-    }
-    if h & 0x70 != 0 {
-        return Err(format!(
-            "compressed column: unknown compression method in header {h:#04x}"
-        ));
-    }
-    let n = usize::from(h & 7);
-    if n == 0 || n > 4 || rest.len() < n {
-        return Err(format!(
-            "compressed column: header {h:#04x} with {} bytes of data",
-            rest.len()
-        ));
-    }
-    let len = be_uint(&rest[..n]);
-    inflate(&rest[n..], h & 0x08 != 0, len).map_err(|e| format!("compressed column: {e}"))
-}
-
-// ---------------------------------------------------------------------------
 // MySQL binary JSON
 // ---------------------------------------------------------------------------
 
@@ -1446,7 +1184,7 @@ fn json_value(t: u8, data: &[u8], out: &mut String, depth: usize) -> Result<(), 
         }
         0x0f => {
             let mut r = Reader::new(data);
-            let ft = r.u8().ok_or_else(|| short("opaque"))?;
+            let ft = r.byte().ok_or_else(|| short("opaque"))?;
             let len = json_varlen(&mut r)?;
             let v = r.take(len).ok_or_else(|| short("opaque"))?;
             json_opaque(ft, v, out)
@@ -1460,7 +1198,7 @@ fn json_value(t: u8, data: &[u8], out: &mut String, depth: usize) -> Result<(), 
 fn json_varlen(r: &mut Reader<'_>) -> Result<usize, String> {
     let mut v: u64 = 0;
     for i in 0..5 {
-        let b = r.u8().ok_or("length truncated")?;
+        let b = r.byte().ok_or("length truncated")?;
         v |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
             return u32::try_from(v)
@@ -1563,7 +1301,7 @@ fn json_opaque(ft: u8, v: &[u8], out: &mut String) -> Result<(), String> {
             let b = v
                 .get(2..2 + size)
                 .ok_or_else(|| format!("opaque DECIMAL({p},{s}) truncated"))?;
-            out.push_str(&decode_decimal(b, p, s)?);
+            out.push_str(&decode_decimal(p, s, b)?);
             Ok(())
         }
         ct::DATE | ct::DATETIME | ct::TIMESTAMP | ct::DATETIME2 | ct::TIMESTAMP2 | ct::NEWDATE
@@ -1661,7 +1399,7 @@ pub fn decode_rows<'a>(
     let table_id = r.uint_le(id_len).ok_or_else(|| {
         format!(
             "rows event: need a {id_len}-byte table id, {} left",
-            r.left()
+            r.remaining()
         )
     })?;
     let flags_b = r.need(2, "rows event flags")?;
@@ -1707,20 +1445,7 @@ pub fn decode_rows<'a>(
     };
     let inflated;
     let rows_data: &[u8] = if compressed {
-        let rest = r.rest();
-        let Some((&h, tail)) = rest.split_first() else {
-            return Err("compressed rows event: no compressed data".into());
-        };
-        let n = usize::from(h & 7);
-        if h & 0x80 == 0 || h & 0x70 != 0 || n == 0 || n > 4 || tail.len() < n {
-            return Err(format!(
-                "compressed rows event: bad header {h:#04x} ({} bytes follow)",
-                tail.len()
-            ));
-        }
-        let len = be_uint(&tail[..n]);
-        inflated =
-            inflate(&tail[n..], false, len).map_err(|e| format!("compressed rows event: {e}"))?;
+        inflated = uncompress(r.rest()).map_err(|e| format!("compressed rows event: {e}"))?;
         &inflated
     } else {
         r.rest()
@@ -1776,9 +1501,9 @@ pub fn decode_rows<'a>(
     let mut rr = Reader::new(rows_data);
     let mut rows = Vec::new();
     let mut row_no = 0usize;
-    while rr.left() > 0 {
+    while rr.remaining() > 0 {
         row_no += 1;
-        let row_start = rr.pos;
+        let row_start = rr.offset();
         let before = if before_bits.is_some() {
             Some(ctx.image(&mut rr, &before_cols, row_no, "before", None)?)
         } else {
@@ -1789,7 +1514,7 @@ pub fn decode_rows<'a>(
             if partial {
                 let opts = rr.packed(&format!("row {row_no} value options"))?;
                 if opts & 1 != 0 {
-                    let left = rr.left();
+                    let left = rr.remaining();
                     let n = json_count.div_ceil(8);
                     partial_bits = Some(rr.take(n).ok_or_else(|| {
                         format!("row {row_no} partial JSON bitmap: need {n} bytes, {left} left")
@@ -1800,12 +1525,12 @@ pub fn decode_rows<'a>(
         } else {
             None
         };
-        if rr.pos == row_start {
+        if rr.offset() == row_start {
             // No column in the images: a row would take no bytes, so the
             // remaining bytes cannot be rows.
             return Err(format!(
                 "row {row_no}: the column bitmaps name no column, yet {} bytes of row data remain",
-                rr.left()
+                rr.remaining()
             ));
         }
         rows.push(RowPair { before, after });
@@ -1851,7 +1576,7 @@ impl ImageCtx<'_> {
         partial_bits: Option<&[u8]>,
     ) -> Result<RowImage, String> {
         let n = cols.len().div_ceil(8);
-        let left = r.left();
+        let left = r.remaining();
         let nulls = r.take(n).ok_or_else(|| {
             let img = if self.update {
                 format!(" ({image} image)")
@@ -1906,6 +1631,7 @@ impl ImageCtx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::extractor::decimal::DIG2BYTES;
     use std::collections::HashMap;
 
     // -- fixture walker ---------------------------------------------------
@@ -3842,7 +3568,7 @@ mod tests {
             let bin = decimal_bin(negative, int, frac, precision, scale);
             proptest::prop_assert_eq!(bin.len(), decimal_size(precision, scale));
             proptest::prop_assert_eq!(
-                decode_decimal(&bin, precision, scale),
+                decode_decimal(precision, scale, &bin),
                 Ok(decimal_text(negative, int, frac))
             );
         }
