@@ -1,4 +1,5 @@
-//! [`Seqno`] (the queue's transaction number) and [`Epoch`] (the applier's restart generation).
+//! [`Seqno`] (the extractor's dense transaction number) and [`Epoch`] (the
+//! seqno at which an extraction run started).
 
 use super::*;
 
