@@ -101,17 +101,28 @@ pub(crate) fn inflate(stream: &[u8], raw: bool, len: u64) -> Result<Vec<u8>, Str
     };
     res.map_err(|e| format!("cannot inflate the {kind} data: {e}"))?;
     if out.len() as u64 != len {
-        return Err(format!(
-            "{kind} data inflates to {}{} bytes, the header says {len}",
-            if out.len() as u64 > len {
-                "more than "
-            } else {
-                ""
-            },
-            out.len().min(len as usize)
+        return Err(length_mismatch(
+            &format!("{kind} data inflates to"),
+            out.len(),
+            "the header",
+            len,
         ));
     }
     Ok(out)
+}
+
+/// The error for decompressed data of `got` bytes where `whose` (the header,
+/// the event) says `expected`: "{what} [more than ]N bytes, {whose} says
+/// {expected}" (a decompression stops one byte past `expected`, so more
+/// than `expected` is all that is known then).
+pub(crate) fn length_mismatch(what: &str, got: usize, whose: &str, expected: u64) -> String {
+    let more = if got as u64 > expected {
+        "more than "
+    } else {
+        ""
+    };
+    let shown = (got as u64).min(expected);
+    format!("{what} {more}{shown} bytes, {whose} says {expected}")
 }
 
 /// Decompresses one compressed part of a binlog event (header byte,

@@ -40,6 +40,7 @@ use crate::event::{SessionContext, Statement, TableInfo, UserVar, UserVarValue};
 use crate::position::BinlogPosition;
 
 use super::binlog::{event_type, event_type_name, Reader};
+use super::compression::length_mismatch;
 use super::decimal::decode_decimal;
 use super::{
     mariadb, BinlogEvent, ChecksumAlg, EventBody, EventHeader, ExtractError, FormatDescription,
@@ -1202,14 +1203,11 @@ fn decompress_payload(body: &[u8]) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("cannot decompress the payload: {e}"))?;
     if let Some(expected) = uncompressed {
         if out.len() as u64 != expected {
-            return Err(format!(
-                "payload decompresses to {}{} bytes, the event says {expected}",
-                if out.len() as u64 > expected {
-                    "more than "
-                } else {
-                    ""
-                },
-                out.len().min(expected as usize),
+            return Err(length_mismatch(
+                "payload decompresses to",
+                out.len(),
+                "the event",
+                expected,
             ));
         }
     } else if out.len() as u64 > limit {
