@@ -100,7 +100,7 @@
 //! `row 3 column 2 (amount) NEWDECIMAL(20,6): need 10 bytes, 4 left`. No
 //! input makes these functions panic (property-tested below).
 
-use super::binlog::Reader;
+use super::binlog::{event_type, Reader};
 use super::compression::{uncompress, uncompress_column};
 use super::decimal::{decimal_size, decode_decimal};
 use crate::event::{column_type as ct, ColumnInfo, RowImage, RowKind, RowPair, TableInfo, Value};
@@ -132,24 +132,6 @@ pub mod optional_meta {
     pub const ENUM_AND_SET_DEFAULT_CHARSET: u8 = 10;
     pub const ENUM_AND_SET_COLUMN_CHARSET: u8 = 11;
     pub const COLUMN_VISIBILITY: u8 = 12;
-}
-
-/// Rows event type codes this module decodes.
-pub mod rows_type {
-    #![allow(missing_docs)]
-    pub const WRITE_V1: u8 = 23;
-    pub const UPDATE_V1: u8 = 24;
-    pub const DELETE_V1: u8 = 25;
-    pub const WRITE_V2: u8 = 30;
-    pub const UPDATE_V2: u8 = 31;
-    pub const DELETE_V2: u8 = 32;
-    pub const PARTIAL_UPDATE: u8 = 39;
-    pub const MARIADB_WRITE_COMPRESSED_V1: u8 = 166;
-    pub const MARIADB_UPDATE_COMPRESSED_V1: u8 = 167;
-    pub const MARIADB_DELETE_COMPRESSED_V1: u8 = 168;
-    pub const MARIADB_WRITE_COMPRESSED_V2: u8 = 169;
-    pub const MARIADB_UPDATE_COMPRESSED_V2: u8 = 170;
-    pub const MARIADB_DELETE_COMPRESSED_V2: u8 = 171;
 }
 
 /// Which server family wrote the binlog. It matters for one rule only:
@@ -221,23 +203,23 @@ pub fn decode_rows<'a>(
     post_header_len: u8,
     lookup: impl Fn(u64) -> Option<&'a TableInfo>,
 ) -> Result<DecodedRows, String> {
-    use rows_type as rt;
+    use event_type as et;
     let (kind, v2, compressed) = match type_code {
-        rt::WRITE_V1 => (RowKind::Insert, false, false),
-        rt::UPDATE_V1 => (RowKind::Update, false, false),
-        rt::DELETE_V1 => (RowKind::Delete, false, false),
-        rt::WRITE_V2 => (RowKind::Insert, true, false),
-        rt::UPDATE_V2 | rt::PARTIAL_UPDATE => (RowKind::Update, true, false),
-        rt::DELETE_V2 => (RowKind::Delete, true, false),
-        rt::MARIADB_WRITE_COMPRESSED_V1 => (RowKind::Insert, false, true),
-        rt::MARIADB_UPDATE_COMPRESSED_V1 => (RowKind::Update, false, true),
-        rt::MARIADB_DELETE_COMPRESSED_V1 => (RowKind::Delete, false, true),
-        rt::MARIADB_WRITE_COMPRESSED_V2 => (RowKind::Insert, true, true),
-        rt::MARIADB_UPDATE_COMPRESSED_V2 => (RowKind::Update, true, true),
-        rt::MARIADB_DELETE_COMPRESSED_V2 => (RowKind::Delete, true, true),
+        et::WRITE_ROWS_V1 => (RowKind::Insert, false, false),
+        et::UPDATE_ROWS_V1 => (RowKind::Update, false, false),
+        et::DELETE_ROWS_V1 => (RowKind::Delete, false, false),
+        et::WRITE_ROWS_V2 => (RowKind::Insert, true, false),
+        et::UPDATE_ROWS_V2 | et::PARTIAL_UPDATE_ROWS => (RowKind::Update, true, false),
+        et::DELETE_ROWS_V2 => (RowKind::Delete, true, false),
+        et::MARIADB_WRITE_ROWS_COMPRESSED_V1 => (RowKind::Insert, false, true),
+        et::MARIADB_UPDATE_ROWS_COMPRESSED_V1 => (RowKind::Update, false, true),
+        et::MARIADB_DELETE_ROWS_COMPRESSED_V1 => (RowKind::Delete, false, true),
+        et::MARIADB_WRITE_ROWS_COMPRESSED_V2 => (RowKind::Insert, true, true),
+        et::MARIADB_UPDATE_ROWS_COMPRESSED_V2 => (RowKind::Update, true, true),
+        et::MARIADB_DELETE_ROWS_COMPRESSED_V2 => (RowKind::Delete, true, true),
         t => return Err(format!("event type {t} is not a rows event")),
     };
-    let partial = type_code == rt::PARTIAL_UPDATE;
+    let partial = type_code == et::PARTIAL_UPDATE_ROWS;
     let mut r = Reader::new(body);
     let id_len = if post_header_len == 6 { 4 } else { 6 };
     let table_id = r.uint_le(id_len).ok_or_else(|| {
