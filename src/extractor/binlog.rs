@@ -2,9 +2,9 @@
 //! the extractor: the event type codes (and their names), and the
 //! bounds-checked byte reader every event body is read with.
 //!
-//! [`decode`](super::decode), [`mariadb`](super::mariadb) and
-//! [`rows`](super::rows) import from here; this module imports from none of
-//! them (a leaf, so that the decoders do not import each other).
+//! The decoders (`decode`, `mariadb`, `rows`) import from here; this module
+//! imports nothing of the extractor (a leaf, so that the decoders do not
+//! import each other).
 //!
 //! Type codes: MySQL `Log_event_type` (libbinlogevents `binlog_event.h`) and
 //! MariaDB's `Log_event_type` (`sql/log_event.h`, codes 160..).

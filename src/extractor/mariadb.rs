@@ -1,6 +1,6 @@
 //! MariaDB's own event types (160..), decoded by hand from the event body
 //! (common header and checksum trailer already removed by
-//! [`super::decode::Decoder`]), following MariaDB's knowledge base
+//! the `decode` module's `Decoder`), following MariaDB's knowledge base
 //! ("ANNOTATE_ROWS_EVENT", "BINLOG_CHECKPOINT_EVENT", "GTID_EVENT",
 //! "GTID_LIST_EVENT", "START_ENCRYPTION_EVENT", "Compressed Binary Log") and
 //! the server source (`sql/log_event.cc`):
