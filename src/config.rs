@@ -785,6 +785,13 @@ impl Config {
         if let Err(m) = check_service_name(&self.service.name) {
             p.push("service.name", m);
         }
+        if self.service.role == Role::Extractor && self.source.start == StartPosition::Takeover {
+            p.push(
+                "source.start",
+                "\"takeover\" needs the replica, which role = \"extractor\" never touches: \
+                 set current, FILE:POS or gtid:...",
+            );
+        }
         match &self.source.endpoint {
             SourceEndpoint::Live(live) => {
                 p.host("source.host", &live.host);

@@ -15,6 +15,7 @@
 //! resumes after the queue's last stored transaction, or, with an empty
 //! queue, at the configured `source.start`.
 
+mod extract_only;
 pub mod service;
 pub mod state;
 
@@ -236,7 +237,9 @@ pub struct Observer {
 
 /// Runs the service until `stop` is set (or, with
 /// `options.stop_when_idle`, until the source has no more transactions and
-/// everything is applied), then stops cleanly.
+/// everything is applied), then stops cleanly. With `[service] role =
+/// "extractor"` it only fills the queue: the replica is never connected
+/// to.
 ///
 /// # Errors
 /// [`RunError`]; on an apply error the restart rows hold the last committed
@@ -246,6 +249,9 @@ pub fn run(
     stop: Arc<AtomicBool>,
     options: &RunOptions,
 ) -> Result<RunReport, RunError> {
+    if config.service.role == crate::config::Role::Extractor {
+        return extract_only::run(config, stop, options);
+    }
     let stop_when_idle = options.stop_when_idle;
     let started = Instant::now();
     let channels = config.apply.channels;

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
 use crate::applier::restart::{self, RestartRow};
-use crate::config::Config;
+use crate::config::{Config, Role};
 use crate::control::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
     ShardStatus, Status,
@@ -101,7 +101,11 @@ impl Service {
     /// when the service goes online.
     pub fn new(config: Config, stop_when_idle: bool) -> Arc<Service> {
         let catalog = config.catalog_schema();
+        let extractor_only = config.service.role == Role::Extractor;
         let rows = block_on(async {
+            if extractor_only {
+                return None;
+            }
             let mut conn = mysql_async::Conn::new(super::replica_opts(&config))
                 .await
                 .ok()?;
@@ -329,7 +333,11 @@ impl Service {
                 let _ = inner.machine.apply(Event::Fail(pending));
                 // The rows as the failed run left them.
                 let catalog = self.config.catalog_schema();
+                let extractor_only = self.config.service.role == Role::Extractor;
                 if let Ok(Some(rows)) = block_on(async {
+                    if extractor_only {
+                        return None;
+                    }
                     let mut conn = mysql_async::Conn::new(super::replica_opts(&self.config))
                         .await
                         .ok()?;
@@ -411,11 +419,28 @@ impl Service {
         ))
     }
 
+    /// Refuses `what` for a service with `role = "extractor"`, which never
+    /// touches the replica (the shard map and restart rows live there).
+    fn needs_replica(&self, what: &str) -> Result<(), ControlError> {
+        if self.config.service.role == Role::Extractor {
+            return Err(ControlError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{what}: service {} has role = \"extractor\" and never connects to the \
+                     replica",
+                    self.config.service.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies `edit` to the stored shard map and the running filter.
     fn edit_map(
         &self,
         edit: impl FnOnce(&mut ShardMap) -> Result<usize, ControlError>,
     ) -> Result<usize, ControlError> {
+        self.needs_replica("the shard map")?;
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
             Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
@@ -783,6 +808,7 @@ impl ControlHandler for Service {
     }
 
     fn handback(&self, start_slave: bool) -> Result<Value, ControlError> {
+        self.needs_replica("handback")?;
         let mut inner = self.lock();
         if inner.machine.state() != State::OfflineNormal || inner.run.is_some() {
             return Err(ControlError::illegal_state(format!(

@@ -1,0 +1,220 @@
+//! Fault and bad-input runs of a service (issue 14, section 7): a service
+//! with `role = "extractor"` fills the queue and never touches the replica;
+//! a replica lost for longer than the retries gives an error naming the
+//! block's seqnos, binlog position and shard; a master that does not
+//! answer is retried with waits doubling up to `reconnect_max_backoff_ms`,
+//! one warning each; a first start that fails on the master creates no
+//! catalog on the replica; a damaged queue record stops the service with
+//! `pendingErrorSeqno` set and a clean message.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use common::service::{master_position, ServiceSpec, ShardrepProcess, TARGET};
+use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
+use shardrep::position::Seqno;
+use shardrep::queue::{QueueOptions, TransactionQueue};
+
+/// Tests that use replica 2 ([`TARGET`]) or count its connections run one
+/// at a time.
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `text` with its first `from` replaced by `to` (which must be there).
+fn edit(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from:?} not in:\n{text}");
+    text.replacen(from, to, 1)
+}
+
+/// Starts `shardrep run --config <path> args…` on a configuration written
+/// by the test, its stderr in `dir/shardrep.log`.
+fn spawn_config(spec: &ServiceSpec, text: &str, args: &[&str]) -> ShardrepProcess {
+    let config = spec.dir.join("shardrep.toml");
+    std::fs::write(&config, text).unwrap();
+    let log = spec.dir.join("shardrep.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_shardrep"))
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .env("SHARDREP_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start shardrep");
+    ShardrepProcess { child, log }
+}
+
+async fn schemas(sb: &Sandbox, server: Server) -> Vec<String> {
+    let mut conn = sb.connect(server).await;
+    conn.query("SHOW DATABASES").await.unwrap()
+}
+
+async fn global_status(sb: &Sandbox, server: Server, name: &str) -> u64 {
+    let mut conn = sb.connect(server).await;
+    let row: Option<(String, u64)> = conn
+        .exec_first(
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = ?",
+            (name.to_uppercase(),),
+        )
+        .await
+        .unwrap();
+    row.expect("status variable").1
+}
+
+/// An extractor-role service stores every master transaction in its queue
+/// (exact count, positions and GTIDs) and never connects to the replica:
+/// its user there does not exist, and the replica's access-denied count
+/// does not move; no catalog schema appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extractor_role_fills_the_queue_and_leaves_the_replica_alone() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let schema = unique_schema("xonly");
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, v VARCHAR(20))",
+            s = quote_ident(&schema)
+        ))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        master
+            .exec_drop(
+                format!("INSERT INTO {}.t VALUES (?, ?)", quote_ident(&schema)),
+                (i, format!("v{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    let end = master_position(sb).await;
+    let gtid: String = master
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+
+    let spec = ServiceSpec::new("xonly", std::slice::from_ref(&schema), &start);
+    let text = extractor_role(&spec, &spec.toml(sb));
+    // A replica user that does not exist: any connection is refused and
+    // counted by the replica.
+    let (source, replica) = text.split_once("[replica]").unwrap();
+    let replica = edit(
+        replica,
+        &format!("user = \"{}\"", sb.user),
+        "user = \"no_such_xonly\"",
+    );
+    let text = format!("{source}[replica]{replica}");
+    let denied = global_status(sb, TARGET, "Access_denied_errors").await;
+    let process = spawn_config(&spec, &text, &["--until-idle"]);
+    let log = process.log.clone();
+    assert!(
+        process.wait(),
+        "shardrep failed:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(
+        global_status(sb, TARGET, "Access_denied_errors").await,
+        denied,
+        "the extractor connected to the replica"
+    );
+    assert!(!schemas(sb, TARGET).await.contains(&spec.catalog()));
+
+    let mut options = QueueOptions::new(spec.dir.join("queue"));
+    options.read_only = true;
+    let queue = TransactionQueue::open(options).unwrap();
+    assert_eq!(queue.min_seqno(), Some(Seqno(0)));
+    assert_eq!(queue.max_seqno(), Some(Seqno(21)), "2 DDL + 20 inserts");
+    let last = queue.get(Seqno(21)).unwrap().unwrap();
+    assert_eq!(last.end_position.to_string(), end);
+    assert_eq!(last.gtid.map(|g| g.to_string()), Some(gtid));
+    for s in 0..=21 {
+        assert_eq!(queue.get(Seqno(s)).unwrap().unwrap().shard, schema);
+    }
+    drop(queue);
+    let _ = std::fs::remove_dir_all(&spec.dir);
+    master
+        .query_drop(format!("DROP DATABASE {}", quote_ident(&schema)))
+        .await
+        .unwrap();
+}
+
+/// `text` as an extractor-role configuration (the replica untouched).
+fn extractor_role(spec: &ServiceSpec, text: &str) -> String {
+    edit(
+        text,
+        &format!("name = \"{}\"\n", spec.service),
+        &format!("name = \"{}\"\nrole = \"extractor\"\n", spec.service),
+    )
+}
+
+/// A port on 127.0.0.1 nobody listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The `key=value` of a log line, as logged by tracing.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[at..].split_whitespace().next()
+}
+
+/// A master that does not answer is retried with waits of 100, 200, 400
+/// ms ... doubling up to `reconnect_max_backoff_ms`, one warning per
+/// attempt (numbered), over a window of 4.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_reconnect_waits_double_up_to_the_cap_one_warning_each() {
+    let sb = sandbox();
+    let spec = ServiceSpec::new("backoff", &[], "mariadb-bin.000001:4");
+    let text = extractor_role(&spec, &spec.toml(sb));
+    let text = edit(
+        &text,
+        &format!("port = {}\n", sb.port(Server::Master)),
+        &format!("port = {}\n", closed_port()),
+    );
+    let text = edit(
+        &text,
+        "start = ",
+        "reconnect_max_backoff_ms = 800\nstart = ",
+    );
+    let started = Instant::now();
+    let process = spawn_config(&spec, &text, &[]);
+    std::thread::sleep(Duration::from_millis(4500));
+    let log = process.log_text();
+    assert!(process.terminate(), "{log}");
+    let elapsed = started.elapsed();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert!(
+        warnings
+            .iter()
+            .all(|l| l.contains("lost the master; reconnecting")),
+        "{log}"
+    );
+    let waits: Vec<u64> = warnings
+        .iter()
+        .map(|l| field(l, "backoff_ms").unwrap().parse().unwrap())
+        .collect();
+    let attempts: Vec<u32> = warnings
+        .iter()
+        .map(|l| field(l, "attempt").unwrap().parse().unwrap())
+        .collect();
+    // Waits 100+200+400+800+800+800 = 3.1 s, +800 = 3.9 s, +800 = 4.7 s.
+    assert!(
+        waits.len() >= 6 && waits.len() <= 8,
+        "{elapsed:?}: {waits:?}"
+    );
+    assert_eq!(waits[..5], [100, 200, 400, 800, 800], "{log}");
+    assert!(waits[5..].iter().all(|&w| w == 800), "{waits:?}");
+    assert_eq!(
+        attempts,
+        (1..=waits.len() as u32).collect::<Vec<_>>(),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&spec.dir);
+}
