@@ -9,11 +9,17 @@
 
 mod common;
 
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use common::service::{master_position, ServiceSpec, ShardrepProcess, TARGET};
+use common::service::{
+    master_position, status, stop_target_slave, wait_applied_to_master, wait_for_socket,
+    ServiceSpec, ShardrepProcess, TARGET,
+};
 use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
 use shardrep::position::Seqno;
 use shardrep::queue::{QueueOptions, TransactionQueue};
@@ -217,4 +223,145 @@ async fn master_reconnect_waits_double_up_to_the_cap_one_warning_each() {
         "{log}"
     );
     let _ = std::fs::remove_dir_all(&spec.dir);
+}
+
+/// A TCP forwarder on 127.0.0.1 to a sandbox server that the test can
+/// cut: every connection through it is closed and new ones are refused
+/// from then on (a replica that became unreachable).
+struct Cuttable {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Cuttable {
+    fn start(target: u16) -> Cuttable {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(Mutex::new(Vec::new()));
+        let (flag, open) = (cut.clone(), streams.clone());
+        std::thread::spawn(move || loop {
+            if flag.load(Ordering::Acquire) {
+                return; // drops the listener: connections are refused
+            }
+            let Ok((client, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            client.set_nonblocking(false).unwrap();
+            let Ok(upstream) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let mut open = open.lock().unwrap();
+            open.push(client.try_clone().unwrap());
+            open.push(upstream.try_clone().unwrap());
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                (upstream, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Cuttable { port, cut, streams }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        for s in self.streams.lock().unwrap().iter() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The replica becomes unreachable (connections cut, reconnects refused)
+/// for longer than `retry_max_attempts`: the service goes OFFLINE:ERROR
+/// naming the block's seqno, its binlog position and shard (the failure
+/// comes at `START TRANSACTION`, before any transaction of the block), and
+/// why the reconnects failed; there is no server code, and none is shown.
+/// Every retry warning names the seqno too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_lost_beyond_the_retries_is_an_error_naming_the_block() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let schema = unique_schema("lost");
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    let s = quote_ident(&schema);
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY); \
+             INSERT INTO {s}.t VALUES (1)"
+        ))
+        .await
+        .unwrap();
+    let proxy = Cuttable::start(sb.port(TARGET));
+    let mut spec = ServiceSpec::new("lost", std::slice::from_ref(&schema), &start);
+    spec.channels = 1;
+    spec.retry_max_attempts = 3;
+    let text = spec.toml(sb);
+    let (source, replica) = text.split_once("[replica]").unwrap();
+    let replica = edit(
+        replica,
+        &format!("port = {}\n", sb.port(TARGET)),
+        &format!("port = {}\n", proxy.port),
+    );
+    let mut process = spawn_config(&spec, &format!("{source}[replica]{replica}"), &[]);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+
+    proxy.cut();
+    master
+        .query_drop(format!("INSERT INTO {s}.t VALUES (2)"))
+        .await
+        .unwrap();
+    let end = master_position(sb).await;
+    let failed = common::wait_until("OFFLINE:ERROR", Duration::from_secs(60), || async {
+        let st = status(&spec);
+        (st["state"] == "OFFLINE:ERROR").then_some(st)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {}", process.log_text()));
+    // Seqnos: 0 CREATE DATABASE, 1 CREATE TABLE, 2 and 3 the inserts.
+    assert_eq!(failed["pendingErrorSeqno"], 3, "{failed}");
+    assert_eq!(failed["pendingErrorEventId"], end.as_str(), "{failed}");
+    assert_eq!(failed["pendingErrorShard"], schema.as_str(), "{failed}");
+    assert_eq!(failed["pendingErrorChannel"], 0, "{failed}");
+    assert!(failed["pendingErrorCode"].is_null(), "{failed}");
+    let message = failed["pendingError"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "channel 0 failed at seqno 3 (event {end}, shard {schema}): "
+        )),
+        "{message}"
+    );
+    assert!(message.contains("(block of seqno 3)"), "{message}");
+    assert!(
+        message.contains("the last reconnect to the replica failed")
+            && message.contains("Connection refused"),
+        "{message}"
+    );
+    assert!(!message.contains("error 0"), "{message}");
+    let log = process.log_text();
+    let retries: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("transient error; rolling back the block"))
+        .collect();
+    assert_eq!(retries.len(), 3, "{log}");
+    for line in retries {
+        assert_eq!(field(line, "seqno"), Some("3"), "{line}");
+        assert_eq!(field(line, "shard"), Some(schema.as_str()), "{line}");
+        assert_eq!(field(line, "event"), Some(end.as_str()), "{line}");
+    }
+    assert!(process.terminate());
+    spec.remove(sb).await;
+    master
+        .query_drop(format!("DROP DATABASE {s}"))
+        .await
+        .unwrap();
 }

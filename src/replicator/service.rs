@@ -520,11 +520,16 @@ fn pending_error(error: &RunError) -> PendingError {
     match error {
         RunError::Apply(SchedulerError::Apply(e)) => {
             let mut p = PendingError::new(format!(
-                "channel {} failed at seqno {} (event {}, shard {}): error {}: {}",
-                e.channel, e.seqno, e.event_id, e.shard, e.code, e.message
+                "channel {} failed at seqno {} (event {}, shard {}): {}{}",
+                e.channel,
+                e.seqno,
+                e.event_id,
+                e.shard,
+                crate::applier::channel::ServerCode(e.code),
+                e.message
             ))
             .with_exception_message(&e.sql);
-            p.code = Some(u32::from(e.code));
+            p.code = (e.code != 0).then_some(u32::from(e.code));
             p.seqno = Some(e.seqno);
             p.event_id = Some(e.event_id.clone());
             p.shard = Some(e.shard.clone());
