@@ -365,3 +365,62 @@ async fn a_replica_lost_beyond_the_retries_is_an_error_naming_the_block() {
         .await
         .unwrap();
 }
+
+/// A first start whose master refuses the service's password fails with
+/// the master's code (1045) and creates nothing on the replica: no
+/// catalog schema. With the right password the next start creates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_failing_on_the_master_creates_no_catalog() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let start = master_position(sb).await;
+    let spec = ServiceSpec::new("nocat", &[], &start);
+    let good = spec.toml(sb);
+    let (source, replica) = good.split_once("[replica]").unwrap();
+    let source = edit(
+        source,
+        &format!("password = \"{}\"", sb.password),
+        "password = \"wrong-master-pw\"",
+    );
+    let bad = format!("{source}[replica]{replica}");
+    let run = |text: String| {
+        let config = shardrep::config::Config::from_toml_str(&text, spec.dir.join("x.toml"))
+            .expect("valid config");
+        std::thread::spawn(move || {
+            shardrep::replicator::run(
+                &config,
+                Arc::new(AtomicBool::new(false)),
+                &shardrep::replicator::RunOptions {
+                    stop_when_idle: true,
+                    ..Default::default()
+                },
+            )
+        })
+        .join()
+        .expect("run thread")
+    };
+    let err = run(bad).expect_err("a wrong master password");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            shardrep::replicator::RunError::Setup {
+                code: Some(1045),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        text.contains(&format!("cannot connect to the master {}:", sb.host)),
+        "{text}"
+    );
+    assert!(!text.contains("wrong-master-pw"), "{text}");
+    assert!(!schemas(sb, TARGET).await.contains(&spec.catalog()));
+
+    stop_target_slave(sb).await;
+    let report = run(good).expect("the right password");
+    assert_eq!(report.restart_rows.len(), usize::from(spec.channels));
+    assert!(schemas(sb, TARGET).await.contains(&spec.catalog()));
+    spec.remove(sb).await;
+}

@@ -16,6 +16,7 @@
 //! queue, at the configured `source.start`.
 
 mod extract_only;
+mod first_start;
 pub mod service;
 pub mod state;
 
@@ -279,6 +280,7 @@ pub fn run(
                     &e,
                 )
             })?;
+        first_start::master_answers_before_catalog(config, &mut conn, &catalog).await?;
         let rows = restart::prepare(&mut conn, &catalog, channels).await?;
         // The stored map is the service's; map_file seeds it at first start.
         let map = store::load_or_init(&mut conn, &catalog, file_map.as_ref())
