@@ -10,6 +10,7 @@
 mod common;
 
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -423,4 +424,95 @@ async fn a_first_start_failing_on_the_master_creates_no_catalog() {
     assert_eq!(report.restart_rows.len(), usize::from(spec.channels));
     assert!(schemas(sb, TARGET).await.contains(&spec.catalog()));
     spec.remove(sb).await;
+}
+
+/// A queued transaction whose record is damaged (a byte of its own record
+/// file flipped) stops the service with OFFLINE:ERROR, `pendingErrorSeqno`
+/// set to it and a worded message (no debug dump); what precedes it is
+/// applied, nothing after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_queue_record_names_its_seqno_in_status() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let schema = unique_schema("qread");
+    let s = quote_ident(&schema);
+    let start = master_position(sb).await;
+    let mut master = sb.connect(Server::Master).await;
+    // Seqnos 0 and 1: the DDL; 2, 3 (about 400 KB: a record file of its
+    // own) and 4: the inserts.
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, b LONGBLOB); \
+             INSERT INTO {s}.t VALUES (2, 'small'); \
+             INSERT INTO {s}.t VALUES (3, REPEAT('x', 400000)); \
+             INSERT INTO {s}.t VALUES (4, 'after')"
+        ))
+        .await
+        .unwrap();
+    let spec = ServiceSpec::new("qread", std::slice::from_ref(&schema), &start);
+    // Fill the queue with the extractor role, then damage seqno 3.
+    let filler = spawn_config(
+        &spec,
+        &extractor_role(&spec, &spec.toml(sb)),
+        &["--until-idle"],
+    );
+    assert!(filler.wait());
+    let mut records: Vec<PathBuf> = Vec::new();
+    for segment in std::fs::read_dir(spec.dir.join("queue")).unwrap() {
+        let segment = segment.unwrap().path();
+        if segment.is_dir() {
+            for f in std::fs::read_dir(&segment).unwrap() {
+                let f = f.unwrap().path();
+                if f.file_name().unwrap().to_string_lossy().starts_with("rec-") {
+                    records.push(f);
+                }
+            }
+        }
+    }
+    assert_eq!(records.len(), 1, "{records:?}");
+    let mut bytes = std::fs::read(&records[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&records[0], bytes).unwrap();
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let failed = common::wait_until("OFFLINE:ERROR", Duration::from_secs(60), || async {
+        let st = status(&spec);
+        (st["state"] == "OFFLINE:ERROR").then_some(st)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {}", process.log_text()));
+    assert_eq!(failed["pendingErrorSeqno"], 3, "{failed}");
+    let message = failed["pendingError"].as_str().unwrap();
+    assert!(
+        message.starts_with("cannot read seqno 3 from the queue: queue segment "),
+        "{message}"
+    );
+    assert!(
+        message.contains("record of seqno 3 is corrupt"),
+        "{message}"
+    );
+    for dump in ["Some(", "backtrace", "Inline("] {
+        assert!(!message.contains(dump), "{message}");
+    }
+    let mut replica = sb.connect(TARGET).await;
+    let ids: Vec<i32> = replica
+        .query(format!("SELECT id FROM {s}.t ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(ids, [2]);
+    assert!(process.terminate());
+    spec.remove(sb).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {s}"
+        ))
+        .await
+        .unwrap();
+    master
+        .query_drop(format!("DROP DATABASE {s}"))
+        .await
+        .unwrap();
 }

@@ -73,6 +73,15 @@ pub enum RunError {
     /// The queue failed.
     #[error("{0}")]
     Queue(#[from] crate::queue::QueueError),
+    /// A queued transaction could not be read back (a damaged record or
+    /// segment): nothing from it on was applied.
+    #[error("cannot read seqno {seqno} from the queue: {message}")]
+    QueueRead {
+        /// The seqno that could not be read.
+        seqno: u64,
+        /// The queue's error.
+        message: String,
+    },
     /// The replica's restart table failed.
     #[error("{0}")]
     Restart(#[from] restart::RestartError),
@@ -450,6 +459,9 @@ pub fn run(
     let scheduler_stop = AtomicBool::new(false);
     let mut native_checked = Instant::now();
     let mut native_running: Option<Vec<String>> = None;
+    // The seqno a queue read failed at (the error reaches the scheduler
+    // as text).
+    let mut read_failed_at: Option<u64> = None;
     let next =
         |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
             let deadline = Instant::now() + timeout;
@@ -479,9 +491,10 @@ pub fn run(
                         }
                     }
                 }
-                if let Some((txn, p)) =
-                    reader.try_next_with_progress().map_err(|e| e.to_string())?
-                {
+                if let Some((txn, p)) = reader.try_next_with_progress().map_err(|e| {
+                    read_failed_at = Some(e.seqno().unwrap_or(reader.next_seqno()).get());
+                    e.to_string()
+                })? {
                     since_purge += 1;
                     if since_purge >= 1000 {
                         since_purge = 0;
@@ -561,6 +574,14 @@ pub fn run(
             &running,
             "(started while this service applied)",
         ));
+    }
+    if let (Err(scheduler::SchedulerError::Queue(message)), Some(seqno)) =
+        (&outcome, read_failed_at)
+    {
+        return Err(RunError::QueueRead {
+            seqno,
+            message: message.clone(),
+        });
     }
     outcome?;
     if let Err(ExtractFailure { message, code }) = extract_result {

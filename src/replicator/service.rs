@@ -548,6 +548,11 @@ fn pending_error(error: &RunError) -> PendingError {
             p.event_id = Some(event_id.clone());
             p
         }
+        RunError::QueueRead { seqno, .. } => {
+            let mut p = PendingError::new(error.to_string());
+            p.seqno = Some(*seqno);
+            p
+        }
         RunError::Setup {
             code: Some(code), ..
         }
