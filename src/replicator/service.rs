@@ -34,7 +34,7 @@ use super::{Observer, RunError, RunOptions};
 use crate::applier::channel::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
-use crate::config::Config;
+use crate::config::{Config, Role};
 use crate::control::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
     ShardStatus, Status,
@@ -512,11 +512,28 @@ impl Service {
         ))
     }
 
+    /// Refuses `what` for a service with `role = "extractor"`, which never
+    /// touches the replica (the shard map and restart rows live there).
+    fn needs_replica(&self, what: &str) -> Result<(), ControlError> {
+        if self.config.service.role == Role::Extractor {
+            return Err(ControlError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{what}: service {} has role = \"extractor\" and never connects to the \
+                     replica",
+                    self.config.service.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies `edit` to the stored shard map and the running filter.
     fn edit_map(
         &self,
         edit: impl FnOnce(&mut ShardMap) -> Result<usize, ControlError>,
     ) -> Result<usize, ControlError> {
+        self.needs_replica("the shard map")?;
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
             Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
@@ -596,11 +613,16 @@ fn pending_error(error: &RunError) -> PendingError {
     match error {
         RunError::Apply(SchedulerError::Apply(e)) => {
             let mut p = PendingError::new(format!(
-                "channel {} failed at seqno {} (event {}, shard {}): error {}: {}",
-                e.channel, e.seqno, e.event_id, e.shard, e.code, e.message
+                "channel {} failed at seqno {} (event {}, shard {}): {}{}",
+                e.channel,
+                e.seqno,
+                e.event_id,
+                e.shard,
+                crate::applier::channel::ServerCode(e.code),
+                e.message
             ))
             .with_exception_message(&e.sql);
-            p.code = Some(u32::from(e.code));
+            p.code = (e.code != 0).then_some(u32::from(e.code));
             p.seqno = Some(e.seqno);
             p.event_id = Some(e.event_id.clone());
             p.shard = Some(e.shard.clone());
@@ -617,6 +639,11 @@ fn pending_error(error: &RunError) -> PendingError {
             p.seqno = Some(seqno.get());
             p.shard = Some(shard.clone());
             p.event_id = Some(event_id.clone());
+            p
+        }
+        RunError::QueueRead { seqno, .. } => {
+            let mut p = PendingError::new(error.to_string());
+            p.seqno = Some(*seqno);
             p
         }
         RunError::Setup {
@@ -918,6 +945,7 @@ impl ControlHandler for Service {
     }
 
     fn handback(&self, start_slave: bool) -> Result<Value, ControlError> {
+        self.needs_replica("handback")?;
         let mut inner = self.lock();
         let state = inner.machine.state();
         if !state.is_offline() || inner.run.is_some() {
@@ -1109,6 +1137,10 @@ impl ControlHandler for Service {
 /// The restart rows and recorded skips on the replica; `None` when the
 /// replica cannot be read now.
 fn read_catalog(config: &Config) -> Option<(Vec<RestartRow>, Vec<SkippedSeqno>)> {
+    // An extractor-role service never connects to the replica.
+    if config.service.role == Role::Extractor {
+        return None;
+    }
     let catalog = config.catalog_schema();
     block_on(async {
         let mut conn = mysql_async::Conn::new(super::replica_opts(config))
