@@ -100,8 +100,10 @@ async fn extractor_role_fills_the_queue_and_leaves_the_replica_alone() {
             .unwrap();
     }
     let end = master_position(sb).await;
+    // This session's last transaction's GTID (the master's binlog position
+    // may hold other domains' GTIDs too).
     let gtid: String = master
-        .query_first("SELECT @@gtid_binlog_pos")
+        .query_first("SELECT @@last_gtid")
         .await
         .unwrap()
         .unwrap();
