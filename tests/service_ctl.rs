@@ -1145,6 +1145,31 @@ async fn skipped_seqnos_are_recorded_and_never_applied_later() {
     );
     assert_eq!(status(&spec)["state"], "OFFLINE:ERROR");
 
+    // Nor a seqno not extracted yet: it would skip a future transaction.
+    assert_eq!(status(&spec)["maximumStoredSeqNo"], 6);
+    let (code, _, err) = ctl(&spec, &["online", "--skip-seqno", "6-9"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "online --skip-seqno 6-9: seqno 9 is not in the queue yet (highest stored: 6); a \
+             skip names a transaction shown by the pending error or `shardrepctl log list`"
+        ),
+        "{err}"
+    );
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:ERROR", "{s}");
+    assert_eq!(s["skippedCount"], 0, "nothing recorded: {s}");
+    let mut replica = sb.connect(TARGET).await;
+    let recorded: Vec<u64> = replica
+        .query(format!(
+            "SELECT seqno FROM {}.skipped_seqno",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert!(recorded.is_empty(), "{recorded:?}");
+    drop(replica);
+
     ctl_ok(&spec, &["online", "--skip-seqno", "5"]);
     wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);

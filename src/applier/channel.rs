@@ -868,7 +868,8 @@ impl Channel {
                 channel = settings.channel.get(),
                 seqno = seqno.get(),
                 "a DDL transaction started before the last stop and its restart row was not \
-                 committed; replaying it, treating 'already exists/does not exist' as done"
+                 committed; replaying it if a second run is harmless (see ddl_replay), treating \
+                 'already exists/does not exist' as done"
             );
         }
         let committed = progress.committed(settings.channel.index());
@@ -1776,6 +1777,28 @@ impl Channel {
         statement: &Statement,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let at = Some((txn, epoch));
+        if self.replay_ddl == Some(txn.seqno)
+            && !is_dml(&statement.sql)
+            && !crate::applier::ddl_replay::replay_is_safe(&statement.sql)
+        {
+            // It may have run, and a second run could change the replica.
+            let sql_text = String::from_utf8_lossy(&statement.sql);
+            let e = ApplyError {
+                channel: self.settings.channel.get(),
+                seqno: txn.seqno.get(),
+                event_id: txn.end_position.to_string(),
+                shard: txn.shard.clone(),
+                sql: elide(&sql_text),
+                code: 0,
+                message: crate::applier::ddl_replay::unsafe_replay_message(
+                    txn.seqno.get(),
+                    &txn.end_position.to_string(),
+                    &sql_text,
+                    self.settings.sql_log_bin,
+                ),
+            };
+            return Err((e, None));
+        }
         let mut context = session_setup(&statement.context);
         let mut in_session = false;
         if let Some(session) = TempTables::session_of(txn, statement) {
@@ -1809,8 +1832,8 @@ impl Channel {
             }
         }
         let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
-        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
         let ddl = !is_dml(&statement.sql);
+        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
         if let Err(mysql_async::Error::Server(e)) = &result {
             if ddl
                 && self.replay_ddl == Some(txn.seqno)

@@ -673,7 +673,8 @@ pub fn run(
 ///
 /// # Errors
 /// [`RunError::Setup`] when the ranges name more than
-/// [`skipped::MAX_SKIPS_PER_REQUEST`] seqnos; queue read errors.
+/// [`skipped::MAX_SKIPS_PER_REQUEST`] seqnos or a seqno above the highest
+/// stored one; queue read errors.
 fn requested_skips(
     queue: &TransactionQueue,
     ranges: &[std::ops::RangeInclusive<u64>],
@@ -685,6 +686,14 @@ fn requested_skips(
         return Err(RunError::setup(format!(
             "--skip-seqno names {count} seqnos; at most {} may be skipped at once",
             skipped::MAX_SKIPS_PER_REQUEST
+        )));
+    }
+    // A seqno not extracted yet would silently skip a future transaction.
+    let next = queue.next_seqno().get();
+    if let Some(beyond) = ranges.iter().map(|r| *r.end()).filter(|&s| s >= next).max() {
+        return Err(RunError::setup(future_skip_message(
+            beyond,
+            next.checked_sub(1),
         )));
     }
     let mut out = Vec::new();
@@ -700,6 +709,16 @@ fn requested_skips(
         });
     }
     Ok(out)
+}
+
+/// The refusal of `--skip-seqno` naming `seqno`, above the highest stored
+/// seqno `highest` (`None`: the queue never stored one).
+pub(crate) fn future_skip_message(seqno: u64, highest: Option<u64>) -> String {
+    format!(
+        "seqno {seqno} is not in the queue yet (highest stored: {}); a skip names a \
+         transaction shown by the pending error or `shardrepctl log list`",
+        highest.map_or_else(|| "none".to_string(), |h| h.to_string())
+    )
 }
 
 /// Sorted seqnos as inclusive ranges of consecutive seqnos.

@@ -223,6 +223,19 @@ impl Service {
                     ));
                 }
             }
+            // A seqno not extracted yet (highest stored as of the last
+            // run; the run checks again against the open queue).
+            if let (Some(highest), Some(&(_, high))) = (inner.last_stored.1, skip.ranges().last()) {
+                if high > highest {
+                    return Err(ControlError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "online --skip-seqno {skip}: {}",
+                            super::future_skip_message(high, Some(highest))
+                        ),
+                    ));
+                }
+            }
             if skip.count() > skipped::MAX_SKIPS_PER_REQUEST {
                 return Err(ControlError::new(
                     ErrorKind::Invalid,
@@ -1256,6 +1269,21 @@ fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
             ),
             Err(_) => format!(". Way out: the source cannot continue here. {reset}"),
         },
+        RunError::Apply(SchedulerError::Apply(e))
+            if e.message
+                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
+        {
+            // The message says what to do.
+            String::new()
+        }
+        RunError::Apply(SchedulerError::Apply(e))
+            if crate::applier::retry::is_transient_report(e.code, &e.message) =>
+        {
+            ". Way out: the replica did not answer within the retries; when it answers \
+             again, `shardrepctl online` (nothing is lost: the service resumes at the \
+             restart rows)"
+                .to_string()
+        }
         RunError::Apply(SchedulerError::Apply(e)) => format!(
             ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
              --skip-seqno {}` if that transaction must never be applied (recorded, never \
@@ -1366,5 +1394,53 @@ mod tests {
         let text = way_out(&other, &uneven, "sjc");
         assert!(!text.contains("handback"), "{text}");
         assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
+    }
+
+    fn apply_error(code: u16, message: &str) -> RunError {
+        RunError::Apply(crate::scheduler::SchedulerError::Apply(
+            crate::applier::channel::ApplyError {
+                channel: 1,
+                seqno: 7,
+                event_id: "mariadb-bin.000002:610".into(),
+                shard: "s".into(),
+                sql: "INSERT".into(),
+                code,
+                message: message.into(),
+            },
+        ))
+    }
+
+    #[test]
+    fn a_transient_error_never_advises_a_skip() {
+        let at = "mariadb-bin.000002:610";
+        let rows = [row(0, Some(6), at)];
+        for (code, message) in [
+            (2013, "Lost connection to server during query"),
+            (2006, "MySQL server has gone away"),
+            (2003, "Can't connect"),
+            (2002, "Can't connect through socket"),
+            (1205, "Lock wait timeout exceeded"),
+            (1213, "Deadlock found"),
+            (0, "Input/output error: Connection refused (os error 111)"),
+            (0, "Connection to the server is closed"),
+        ] {
+            let text = way_out(&apply_error(code, message), &rows, "sjc");
+            assert_eq!(
+                text,
+                ". Way out: the replica did not answer within the retries; when it answers \
+                 again, `shardrepctl online` (nothing is lost: the service resumes at the \
+                 restart rows)",
+                "{code} {message}"
+            );
+            assert!(!text.contains("skip"), "{text}");
+        }
+        let text = way_out(&apply_error(1062, "Duplicate entry"), &rows, "sjc");
+        assert!(
+            text.contains("`shardrepctl online --skip-seqno 7`"),
+            "{text}"
+        );
+        let message =
+            crate::applier::ddl_replay::unsafe_replay_message(7, at, "RENAME TABLE a TO b", false);
+        assert_eq!(way_out(&apply_error(0, &message), &rows, "sjc"), "");
     }
 }
