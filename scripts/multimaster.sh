@@ -69,13 +69,27 @@ shardrep_bin() {
 }
 
 service_dir() { echo "$MM_DIR/service-$1"; }
+# The pid the service recorded itself (the shardrep process, not a setsid
+# that forked), if any.
 service_pid() {
     local f; f="$(service_dir "$1")/shardrep.pid"
     [ -s "$f" ] && cat "$f"
 }
+# Pids of every shardrep process running this service's configuration
+# (`shardrep run --config $MM_DIR/service-NAME/shardrep.toml`): the
+# recorded one, and any a lost or stale pid file no longer names.
+service_pids() {
+    local config p cmdline
+    config="$(service_dir "$1")/shardrep.toml"
+    for p in /proc/[0-9]*; do
+        cmdline=$(tr '\0' ' ' 2>/dev/null < "$p/cmdline") || continue
+        case "$cmdline" in
+            *shardrep\ run\ --config\ "$config"\ *|*shardrep\ run\ --config\ "$config") echo "${p#/proc/}" ;;
+        esac
+    done
+}
 service_running() {
-    local pid; pid=$(service_pid "$1" 2>/dev/null) || return 1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+    [ -n "$(service_pids "$1")" ]
 }
 
 # conf/NAME.toml with this run's ports, directories and the repository's
@@ -100,7 +114,7 @@ cmd_up() {
 }
 
 cmd_start() {
-    local bin name dir
+    local bin name dir i
     bin=$(shardrep_bin)
     export SHARDREP_PASSWORD=${SHARDREP_PASSWORD:-$(sed -n 's/^SANDBOX_PASSWORD=//p' "$root/conf/sandbox.env")}
     for name in sjc nyc; do
@@ -108,20 +122,37 @@ cmd_start() {
         dir=$(service_dir "$name")
         write_service_config "$name"
         log "starting service $name (log $dir/shardrep.log)"
-        ( cd "$dir" && SHARDREP_LOG=${SHARDREP_LOG:-info} setsid "$bin" run --config "$dir/shardrep.toml" \
-            >>"$dir/shardrep.log" 2>&1 < /dev/null & echo $! > "$dir/shardrep.pid" )
+        rm -f "$dir/shardrep.pid"
+        # setsid forks when it is a process group leader, so $! may not be
+        # the service: the service's shell records its own pid, then execs
+        # shardrep (same pid).
+        ( cd "$dir" && SHARDREP_LOG=${SHARDREP_LOG:-info} exec setsid sh -c \
+            'echo $$ > "$1"; exec "$2" run --config "$3"' sh "$dir/shardrep.pid" "$bin" "$dir/shardrep.toml" \
+            ) >>"$dir/shardrep.log" 2>&1 < /dev/null &
+        for i in $(seq 1 50); do [ -s "$dir/shardrep.pid" ] && break; sleep 0.1; done
+        [ -s "$dir/shardrep.pid" ] || die "service $name did not start (see $dir/shardrep.log)"
     done
 }
 
 cmd_stop() {
-    local name pid i
+    local name pids i
     for name in sjc nyc; do
-        service_running "$name" || continue
-        pid=$(service_pid "$name")
-        log "stopping service $name (pid $pid)"
-        kill -TERM "$pid"
-        for i in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && { log "service $name did not stop in 30 s; killing it"; kill -KILL "$pid" || true; }
+        pids=$(service_pids "$name")
+        if [ -n "$pids" ]; then
+            log "stopping service $name (pid $(echo $pids))"
+            # shellcheck disable=SC2086
+            kill -TERM $pids 2>/dev/null || true
+            for i in $(seq 1 300); do [ -z "$(service_pids "$name")" ] && break; sleep 0.1; done
+            pids=$(service_pids "$name")
+            if [ -n "$pids" ]; then
+                log "service $name did not stop in 30 s; killing it"
+                # shellcheck disable=SC2086
+                kill -KILL $pids 2>/dev/null || true
+                for i in $(seq 1 50); do [ -z "$(service_pids "$name")" ] && break; sleep 0.1; done
+            fi
+            pids=$(service_pids "$name")
+            [ -z "$pids" ] || die "service $name is still running (pid $(echo $pids))"
+        fi
         rm -f "$(service_dir "$name")/shardrep.pid"
     done
 }
@@ -156,7 +187,7 @@ cmd_status() {
     done
     for name in sjc nyc; do
         if service_running "$name"; then
-            echo "service $name: running (pid $(service_pid "$name"), log $(service_dir "$name")/shardrep.log)"
+            echo "service $name: running (pid $(echo $(service_pids "$name")), log $(service_dir "$name")/shardrep.log)"
         else
             echo "service $name: not running"
         fi

@@ -32,6 +32,8 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+mod redact;
+
 // ---------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------
@@ -49,7 +51,9 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The text is not valid TOML, or a value has the wrong TOML type. The
-    /// message is toml's, with line and column where known.
+    /// message is toml's, with line and column where known; in the value
+    /// of a password-like key it names line, column and key only, never
+    /// any of the line.
     #[error("{}: {message}", file.display())]
     Parse {
         /// The configuration file (or the origin given to
@@ -781,6 +785,13 @@ impl Config {
         if let Err(m) = check_service_name(&self.service.name) {
             p.push("service.name", m);
         }
+        if self.service.role == Role::Extractor && self.source.start == StartPosition::Takeover {
+            p.push(
+                "source.start",
+                "\"takeover\" needs the replica, which role = \"extractor\" never touches: \
+                 set current, FILE:POS or gtid:...",
+            );
+        }
         match &self.source.endpoint {
             SourceEndpoint::Live(live) => {
                 p.host("source.host", &live.host);
@@ -1184,10 +1195,17 @@ fn parse(text: &str, origin: &Path, env: EnvLookup<'_>) -> Result<Config, Config
     };
     let mut table: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| parse_error(e.to_string().trim_end().to_string()))?;
+        .map_err(|e: toml::de::Error| parse_error(redact::syntax_error_message(text, &e)))?;
 
     let mut b = Builder::new(origin, env);
     strip_unknown_keys(&mut table, &mut b.problems);
+    // A password that is not a string: serde would quote it in a type error.
+    for key in redact::non_string_passwords(&mut table, "") {
+        b.problems.push(ConfigProblem::new(
+            key,
+            "must be a TOML string (the value is not shown: it is a password)",
+        ));
+    }
 
     // Without unknown keys, deserialize the text itself so type errors carry
     // line and column; otherwise the stripped table (type errors name the key).

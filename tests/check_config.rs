@@ -102,3 +102,65 @@ fn valid_files_pass_and_missing_or_bad_ones_are_named() {
     assert!(err.contains("line 2"), "{err}");
     assert!(!err.contains("not-shown"), "the password stays out: {err}");
 }
+
+/// A password the TOML cannot hold (a bad escape, no quotes, a number)
+/// fails `check-config` and `run` with the line and key named and no part
+/// of the password shown, in the error's Display as on stderr.
+#[test]
+fn a_bad_password_value_is_never_echoed() {
+    let tmp = TempDir::new("check-config-secret");
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir).unwrap();
+    let good = config_text(dir, "", "");
+    for (value, secret, expect) in [
+        (
+            r#""Pa\qss-Wd7x""#,
+            r"Pa\qss-Wd7x",
+            "TOML parse error at line 15, column",
+        ),
+        (
+            "Pa55-wOrdQz",
+            "Pa55-wOrdQz",
+            "TOML parse error at line 15, column",
+        ),
+        (
+            "918273645",
+            "918273645",
+            "replica.password: must be a TOML string",
+        ),
+    ] {
+        // The replica's password is on line 15 (after `[replica]`).
+        let text = good.replacen(
+            "password = \"not-shown\"\n[queue]",
+            &format!("password = {value}\n[queue]"),
+            1,
+        );
+        assert_eq!(
+            text.lines().nth(14),
+            Some(format!("password = {value}").as_str())
+        );
+        let path = dir.join("shardrep.toml");
+        std::fs::write(&path, &text).unwrap();
+        let display = shardrep::config::Config::load(&path)
+            .expect_err("a bad password value")
+            .to_string();
+        let check_err = stderr(&check(dir, &text));
+        let run = Command::new(env!("CARGO_BIN_EXE_shardrep"))
+            .args(["run", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run shardrep");
+        assert_ne!(run.status.code(), Some(0));
+        let run_err = stderr(&run);
+        for shown in [&display, &check_err, &run_err] {
+            assert!(shown.contains(expect), "{value}: {shown}");
+            assert!(!shown.contains(secret), "{value}: {shown}");
+            for part in secret.split(|c: char| !c.is_ascii_alphanumeric()) {
+                if part.len() >= 3 {
+                    assert!(!shown.contains(part), "{value}: {part:?} shown: {shown}");
+                }
+            }
+        }
+        assert!(display.contains("password"), "{display}");
+    }
+}

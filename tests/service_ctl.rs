@@ -1145,6 +1145,35 @@ async fn skipped_seqnos_are_recorded_and_never_applied_later() {
     );
     assert_eq!(status(&spec)["state"], "OFFLINE:ERROR");
 
+    // Nor a seqno not extracted yet: it would skip a future transaction.
+    assert_eq!(status(&spec)["maximumStoredSeqNo"], 6);
+    let (code, _, err) = ctl(&spec, &["online", "--skip-seqno", "6-9"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "online --skip-seqno 6-9: seqno 9 is not in the queue yet (highest stored: 6); a \
+             skip names a transaction shown by the pending error or `shardrepctl log list`"
+        ),
+        "{err}"
+    );
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:ERROR", "{s}");
+    assert_eq!(s["skippedCount"], 0, "nothing recorded: {s}");
+    // The table is created by the first recorded skip: none so far.
+    let mut replica = sb.connect(TARGET).await;
+    let recorded: Result<Vec<u64>, _> = replica
+        .query(format!(
+            "SELECT seqno FROM {}.skipped_seqno",
+            quote_ident(&spec.catalog())
+        ))
+        .await;
+    match recorded {
+        Ok(rows) => assert!(rows.is_empty(), "{rows:?}"),
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1146, "{e}"),
+        Err(e) => panic!("{e}"),
+    }
+    drop(replica);
+
     ctl_ok(&spec, &["online", "--skip-seqno", "5"]);
     wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);

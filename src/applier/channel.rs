@@ -126,11 +126,14 @@ impl Marker {
     }
 }
 
-/// A definite apply error: what failed and where.
+/// A definite apply error: what failed and where. Displays as `channel C
+/// failed at seqno S (event FILE:POS, shard X): error CODE: MESSAGE; SQL:
+/// …`, without `error CODE: ` when no server sent a code (a lost
+/// connection).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "channel {channel} failed at seqno {seqno} (event {event_id}, shard {shard}): \
-     error {code}: {message}; SQL: {sql}"
+     {}{message}; SQL: {sql}", ServerCode(*code)
 )]
 pub struct ApplyError {
     /// Channel number.
@@ -147,6 +150,121 @@ pub struct ApplyError {
     pub code: u16,
     /// The message.
     pub message: String,
+}
+
+/// `error CODE: ` for a server's code, nothing for 0 (no server code).
+pub struct ServerCode(pub u16);
+
+impl std::fmt::Display for ServerCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            code => write!(f, "error {code}: "),
+        }
+    }
+}
+
+/// `error` placed at the block `todo` when it names no transaction (it
+/// failed before one: `START TRANSACTION`, a session setting, a
+/// reconnect): the block's first seqno, binlog position and shard, and its
+/// seqno range in the message. `reconnect` is the last failed reconnect's
+/// message, added when the error itself is only a closed connection.
+fn at_block(
+    mut error: ApplyError,
+    todo: &[&(Arc<Transaction>, u64)],
+    reconnect: Option<&str>,
+) -> ApplyError {
+    let (Some((first, _)), Some((last, _))) = (todo.first(), todo.last()) else {
+        return error;
+    };
+    if error.event_id.is_empty() {
+        error.seqno = first.seqno.get();
+        error.event_id = first.end_position.to_string();
+        error.shard = first.shard.clone();
+        error.message = if first.seqno == last.seqno {
+            format!("{} (block of seqno {})", error.message, first.seqno)
+        } else {
+            format!(
+                "{} (block of seqnos {} to {}, last event {})",
+                error.message, first.seqno, last.seqno, last.end_position
+            )
+        };
+    }
+    if let Some(reconnect) = reconnect.filter(|_| error.code == 0) {
+        error.message = format!(
+            "{}; the last reconnect to the replica failed: {reconnect}",
+            error.message
+        );
+    }
+    error
+}
+
+#[cfg(test)]
+mod block_error_tests {
+    use super::*;
+    use crate::position::BinlogPosition;
+
+    fn txn(seqno: u64, pos: u64, shard: &str) -> (Arc<Transaction>, u64) {
+        let at = |p| BinlogPosition::new("mariadb-bin.000002", p).unwrap();
+        let t = Transaction {
+            seqno: Seqno(seqno),
+            server_id: 1,
+            gtid: None,
+            commit_id: None,
+            start_position: at(pos - 10),
+            end_position: at(pos),
+            commit_timestamp: 0,
+            shard: shard.into(),
+            tables: Vec::new(),
+            changes: Vec::new(),
+        };
+        (Arc::new(t), 0)
+    }
+
+    fn lost() -> ApplyError {
+        ApplyError {
+            channel: 3,
+            seqno: 0,
+            event_id: String::new(),
+            shard: String::new(),
+            sql: "START TRANSACTION".into(),
+            code: 0,
+            message: "Connection to the server is closed".into(),
+        }
+    }
+
+    #[test]
+    fn an_error_before_any_transaction_names_the_block() {
+        let (a, b) = (txn(40, 1200, "acme"), txn(42, 1500, "acme"));
+        let e = at_block(lost(), &[&a, &b], Some("Connection refused (os error 111)"));
+        assert_eq!(
+            e.to_string(),
+            "channel 3 failed at seqno 40 (event mariadb-bin.000002:1200, shard acme): \
+             Connection to the server is closed (block of seqnos 40 to 42, last event \
+             mariadb-bin.000002:1500); the last reconnect to the replica failed: Connection \
+             refused (os error 111); SQL: START TRANSACTION"
+        );
+        let e = at_block(lost(), &[&a], None);
+        assert_eq!(
+            e.to_string(),
+            "channel 3 failed at seqno 40 (event mariadb-bin.000002:1200, shard acme): \
+             Connection to the server is closed (block of seqno 40); SQL: START TRANSACTION"
+        );
+    }
+
+    #[test]
+    fn a_server_error_keeps_its_transaction_and_code() {
+        let a = txn(40, 1200, "acme");
+        let mut e = lost();
+        (e.seqno, e.event_id, e.shard) = (41, "mariadb-bin.000002:1300".into(), "beta".into());
+        (e.code, e.message) = (1927, "Connection was killed".into());
+        let e = at_block(e, &[&a], Some("refused"));
+        assert_eq!(
+            e.to_string(),
+            "channel 3 failed at seqno 41 (event mariadb-bin.000002:1300, shard beta): \
+             error 1927: Connection was killed; SQL: START TRANSACTION"
+        );
+    }
 }
 
 /// A channel's last committed position and its applied latency in
@@ -750,7 +868,8 @@ impl Channel {
                 channel = settings.channel.get(),
                 seqno = seqno.get(),
                 "a DDL transaction started before the last stop and its restart row was not \
-                 committed; replaying it, treating 'already exists/does not exist' as done"
+                 committed; replaying it if a second run is harmless (see ddl_replay), treating \
+                 'already exists/does not exist' as done"
             );
         }
         let committed = progress.committed(settings.channel.index());
@@ -864,8 +983,12 @@ impl Channel {
         }
         let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
+        let mut reconnect_error: Option<String> = None;
         loop {
-            match self.try_block(&todo, ddl, marker).await {
+            let attempt = self.try_block(&todo, ddl, marker).await;
+            let attempt = attempt
+                .map_err(|(e, cause)| (at_block(e, &todo, reconnect_error.as_deref()), cause));
+            match attempt {
                 Ok(()) => {
                     self.committed = todo.last().map(|(t, _)| t.seqno);
                     if ddl {
@@ -885,6 +1008,10 @@ impl Channel {
                     tracing::warn!(
                         channel = self.settings.channel.get(),
                         seqno = error.seqno,
+                        last_seqno = todo.last().map_or(error.seqno, |(t, _)| t.seqno.get()),
+                        event = %error.event_id,
+                        shard = %error.shard,
+                        code = error.code,
                         attempt = backoff.attempts(),
                         delay_ms = delay.as_millis() as u64,
                         error = %error.message,
@@ -901,8 +1028,16 @@ impl Channel {
                         cause,
                         mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
                     ) {
-                        if let Err(e) = self.reconnect().await {
-                            tracing::warn!(error = %e, "reconnect failed; will retry");
+                        match self.reconnect().await {
+                            Ok(()) => reconnect_error = None,
+                            Err(e) => {
+                                tracing::warn!(
+                                    channel = self.settings.channel.get(),
+                                    error = %e,
+                                    "reconnect failed; will retry"
+                                );
+                                reconnect_error = Some(e.to_string());
+                            }
                         }
                     }
                 }
@@ -1642,6 +1777,28 @@ impl Channel {
         statement: &Statement,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
         let at = Some((txn, epoch));
+        if self.replay_ddl == Some(txn.seqno)
+            && !is_dml(&statement.sql)
+            && !crate::applier::ddl_replay::replay_is_safe(&statement.sql)
+        {
+            // It may have run, and a second run could change the replica.
+            let sql_text = String::from_utf8_lossy(&statement.sql);
+            let e = ApplyError {
+                channel: self.settings.channel.get(),
+                seqno: txn.seqno.get(),
+                event_id: txn.end_position.to_string(),
+                shard: txn.shard.clone(),
+                sql: elide(&sql_text),
+                code: 0,
+                message: crate::applier::ddl_replay::unsafe_replay_message(
+                    txn.seqno.get(),
+                    &txn.end_position.to_string(),
+                    &sql_text,
+                    self.settings.sql_log_bin,
+                ),
+            };
+            return Err((e, None));
+        }
         let mut context = session_setup(&statement.context);
         let mut in_session = false;
         if let Some(session) = TempTables::session_of(txn, statement) {
@@ -1675,8 +1832,8 @@ impl Channel {
             }
         }
         let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
-        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
         let ddl = !is_dml(&statement.sql);
+        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
         if let Err(mysql_async::Error::Server(e)) = &result {
             if ddl
                 && self.replay_ddl == Some(txn.seqno)

@@ -6,12 +6,14 @@
 //! - [`columns`]: column facts a `NO_LOG` binlog lacks (signedness,
 //!   binary CHAR/BINARY), from the replica's definitions.
 //! - [`retry`]: which errors are retried and which stop the service.
+//! - [`ddl_replay`]: which DDL a channel replays after a crash.
 //! - [`restart`]: the per-channel restart rows in the catalog schema.
 //! - [`skipped`]: the seqnos the DBA chose to skip, in the catalog schema.
 //! - [`channel`]: one channel's thread, blocks and commits.
 
 pub mod channel;
 pub mod columns;
+pub mod ddl_replay;
 pub mod restart;
 pub mod retry;
 pub mod skipped;

@@ -56,6 +56,39 @@ pub fn classify(error: &mysql_async::Error) -> ErrorClass {
     }
 }
 
+/// `CR_CONNECTION_ERROR`: cannot connect through the socket.
+pub const CR_CONNECTION_ERROR: u16 = 2002;
+/// `CR_CONN_HOST_ERROR`: cannot connect to the host.
+pub const CR_CONN_HOST_ERROR: u16 = 2003;
+
+/// Whether a reported error (its server code, 0 for none, and message) is
+/// transient by kind: a code [`classify_code`] retries, a client connect
+/// error (2002, 2003), or no server code and a message of a lost or refused
+/// connection (what [`classify`] retries as I/O or a closed connection).
+/// Used for the way out of an error that outlasted the retries: nothing is
+/// lost, the service resumes at the restart rows.
+pub fn is_transient_report(code: u16, message: &str) -> bool {
+    match code {
+        0 => {
+            let m = message.to_ascii_lowercase();
+            [
+                "input/output error",
+                "connection to the server is closed",
+                "connection refused",
+                "connection reset",
+                "broken pipe",
+                "timed out",
+                "lost connection",
+                "server has gone away",
+            ]
+            .iter()
+            .any(|s| m.contains(s))
+        }
+        CR_CONNECTION_ERROR | CR_CONN_HOST_ERROR => true,
+        code => classify_code(code) == ErrorClass::Transient,
+    }
+}
+
 /// Server errors a DDL statement gives when it already ran (exists / does
 /// not exist): `ER_DB_CREATE_EXISTS` 1007, `ER_DB_DROP_EXISTS` 1008,
 /// `ER_TABLE_EXISTS_ERROR` 1050, `ER_BAD_TABLE_ERROR` 1051,
@@ -169,6 +202,26 @@ mod tests {
         let bad = "Can't create table `d`.`child` (errno: 150 \"Foreign key constraint is incorrectly formed\")";
         assert!(!is_ddl_already_applied_error(1005, bad));
         assert!(!is_ddl_already_applied_error(1062, dup));
+    }
+
+    #[test]
+    fn transient_reports_are_lost_connections_locks_and_no_code_io() {
+        for code in [1205, 1213, 2002, 2003, 2006, 2013, 1927, 1053] {
+            assert!(is_transient_report(code, "x"), "{code}");
+        }
+        assert!(is_transient_report(
+            0,
+            "Input/output error: Connection refused (os error 111)"
+        ));
+        assert!(is_transient_report(0, "Connection to the server is closed"));
+        assert!(!is_transient_report(
+            1062,
+            "Duplicate entry '1' for key 'PRIMARY'"
+        ));
+        assert!(!is_transient_report(
+            0,
+            "the restart row of channel 1 is missing"
+        ));
     }
 
     #[test]

@@ -6,6 +6,13 @@
 //! served on its own `shardrep-ctl-conn` thread (so a long `wait` does not
 //! hold up `status`), at most [`MAX_CONNECTIONS`] at once.
 //!
+//! Idle connections (no request in progress) are closed after
+//! [`IDLE_TIMEOUT`] without a complete request line. When every slot is
+//! taken, a new connection closes the one idle the longest and takes its
+//! slot, so idle clients can never lock the socket: only
+//! [`MAX_CONNECTIONS`] requests in progress at once (e.g. `wait`s) get a
+//! later one [`ErrorKind::Busy`].
+//!
 //! `wait` is implemented here, not by the handler: the connection's thread
 //! polls [`ControlHandler::status`] every [`WAIT_POLL`] until the condition
 //! holds, the time-out passes, the service is `OFFLINE:ERROR` (unless that
@@ -13,12 +20,13 @@
 //! needs no waiting logic of its own; `status` must be cheap (read
 //! counters, no database round trip).
 
-use std::io::{BufRead, BufReader, ErrorKind as IoErrorKind, Write};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, ErrorKind as IoErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,6 +43,15 @@ use crate::replicator::state::State;
 /// Most connections served at once; more get an [`ErrorKind::Busy`]
 /// response and are closed.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// How long a connection may stay idle (connected, no request in
+/// progress) before the server closes it: counted from its connect or its
+/// last response, so a request line sent slowly counts as idle too.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a connection refused as busy may take to send its request
+/// line before the answer.
+const BUSY_READ: Duration = Duration::from_millis(200);
 
 /// How often `wait` polls the handler's status.
 pub const WAIT_POLL: Duration = Duration::from_millis(50);
@@ -229,8 +246,49 @@ pub struct ControlServer {
 struct Shared {
     handler: Arc<dyn ControlHandler>,
     stop: AtomicBool,
-    connections: AtomicUsize,
+    /// The open connections by id.
+    connections: Mutex<HashMap<u64, Connection>>,
+    next_id: AtomicU64,
+    /// [`IDLE_TIMEOUT`], or a test's value, in milliseconds.
+    idle_timeout_ms: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One open connection, as the accept loop sees it.
+struct Connection {
+    /// A handle to close it (eviction).
+    stream: UnixStream,
+    /// Since when it has had no request in progress (`None`: serving one).
+    idle_since: Option<Instant>,
+}
+
+impl Shared {
+    fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// Marks connection `id` busy (`false`) or idle from now (`true`).
+    /// Returns false when it was closed by the server meanwhile.
+    fn set_idle(&self, id: u64, idle: bool) -> bool {
+        match lock(&self.connections).get_mut(&id) {
+            Some(c) => {
+                c.idle_since = idle.then(Instant::now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether connection `id` has been idle longer than the timeout (or
+    /// was closed by the server).
+    fn idle_expired(&self, id: u64) -> bool {
+        match lock(&self.connections).get(&id) {
+            Some(c) => c
+                .idle_since
+                .is_some_and(|t| t.elapsed() >= self.idle_timeout()),
+            None => true,
+        }
+    }
 }
 
 impl std::fmt::Debug for ControlServer {
@@ -288,7 +346,9 @@ impl ControlServer {
         let shared = Arc::new(Shared {
             handler,
             stop: AtomicBool::new(false),
-            connections: AtomicUsize::new(0),
+            connections: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            idle_timeout_ms: AtomicU64::new(IDLE_TIMEOUT.as_millis() as u64),
             threads: Mutex::new(Vec::new()),
         });
         let accept = {
@@ -316,6 +376,19 @@ impl ControlServer {
     /// The socket path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Sets how long a connection may stay idle before it is closed
+    /// (default [`IDLE_TIMEOUT`]); applies to open connections too.
+    pub fn set_idle_timeout(&self, timeout: Duration) {
+        self.shared
+            .idle_timeout_ms
+            .store(timeout.as_millis().max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        lock(&self.shared.connections).len()
     }
 
     /// Stops the server and waits for its threads (see the type's doc).
@@ -449,21 +522,33 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
                 continue;
             }
         };
-        if shared.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            shared.connections.fetch_sub(1, Ordering::AcqRel);
-            let busy = Response::Error(ControlError::new(
-                ErrorKind::Busy,
-                format!("too many control connections (limit {MAX_CONNECTIONS}); try again"),
-            ));
-            let _ = write_response(&mut stream, &busy);
+        let Some(id) = admit(shared, &stream) else {
+            // Answer once the request line is in (at most BUSY_READ), so
+            // the client reads the answer rather than a broken pipe.
+            let _ = std::thread::Builder::new()
+                .name("shardrep-ctl-busy".into())
+                .spawn(move || {
+                    let _ = stream.set_read_timeout(Some(BUSY_READ));
+                    let mut request = Vec::new();
+                    let _ = BufReader::new((&stream).take(MAX_REQUEST_LINE_BYTES as u64 + 1))
+                        .read_until(b'\n', &mut request);
+                    let busy = Response::Error(ControlError::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "too many control requests in progress (limit {MAX_CONNECTIONS}); \
+                             try again"
+                        ),
+                    ));
+                    let _ = write_response(&mut stream, &busy);
+                });
             continue;
-        }
+        };
         let conn_shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("shardrep-ctl-conn".into())
             .spawn(move || {
-                serve_connection(stream, &conn_shared);
-                conn_shared.connections.fetch_sub(1, Ordering::AcqRel);
+                serve_connection(stream, &conn_shared, id);
+                lock(&conn_shared.connections).remove(&id);
             });
         match spawned {
             Ok(handle) => {
@@ -472,11 +557,41 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
                 threads.push(handle);
             }
             Err(e) => {
-                shared.connections.fetch_sub(1, Ordering::AcqRel);
+                lock(&shared.connections).remove(&id);
                 tracing::warn!(error = %e, "control socket: cannot start a connection thread");
             }
         }
     }
+}
+
+/// Gives a new connection a slot: when all [`MAX_CONNECTIONS`] are taken,
+/// the connection idle the longest is closed for it. `None` when every
+/// connection is serving a request.
+fn admit(shared: &Shared, stream: &UnixStream) -> Option<u64> {
+    let handle = stream.try_clone().ok()?;
+    let mut connections = lock(&shared.connections);
+    if connections.len() >= MAX_CONNECTIONS {
+        let oldest = connections
+            .iter()
+            .filter_map(|(&id, c)| c.idle_since.map(|t| (t, id)))
+            .min()
+            .map(|(_, id)| id);
+        let evicted = oldest.and_then(|id| connections.remove(&id))?;
+        let _ = evicted.stream.shutdown(std::net::Shutdown::Both);
+        tracing::info!(
+            limit = MAX_CONNECTIONS,
+            "control socket: every connection taken; closed the one idle the longest"
+        );
+    }
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    connections.insert(
+        id,
+        Connection {
+            stream: handle,
+            idle_since: Some(Instant::now()),
+        },
+    );
+    Some(id)
 }
 
 fn write_response(stream: &mut UnixStream, response: &Response) -> std::io::Result<()> {
@@ -492,8 +607,10 @@ fn write_response(stream: &mut UnixStream, response: &Response) -> std::io::Resu
     stream.flush()
 }
 
-/// Reads request lines until the client closes, answering each.
-fn serve_connection(stream: UnixStream, shared: &Shared) {
+/// Reads request lines until the client closes, answering each; closes
+/// the connection once it has been idle longer than the idle timeout, or
+/// when the accept loop closed it for a new one.
+fn serve_connection(stream: UnixStream, shared: &Shared, id: u64) {
     let _ = stream.set_read_timeout(Some(IDLE_CHECK));
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -502,6 +619,10 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
     let mut line: Vec<u8> = Vec::new();
     loop {
         if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if shared.idle_expired(id) {
+            let _ = writer.shutdown(std::net::Shutdown::Both);
             return;
         }
         let available = match reader.fill_buf() {
@@ -517,9 +638,12 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
             Err(_) => return,
         };
         if available.is_empty() {
-            // End of input: a last line without its newline still counts.
-            if let Some(response) = answer_line(&line, shared) {
-                let _ = write_response(&mut writer, &response);
+            // End of input: a last line without its newline still counts
+            // (unless the server closed the connection).
+            if shared.set_idle(id, false) {
+                if let Some(response) = answer_line(&line, shared) {
+                    let _ = write_response(&mut writer, &response);
+                }
             }
             return;
         }
@@ -537,6 +661,9 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
             return;
         }
         if complete {
+            if !shared.set_idle(id, false) {
+                return;
+            }
             let response = answer_line(&line, shared);
             line.clear();
             if let Some(response) = response {
@@ -544,6 +671,7 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
                     return;
                 }
             }
+            shared.set_idle(id, true);
         }
     }
 }

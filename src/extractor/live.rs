@@ -347,7 +347,9 @@ impl LiveSource {
             _ => None,
         };
         let message = format!("{context}: {message}");
-        tracing::warn!(master = %self.options.address(), transient, "binlog stream: {message}");
+        // The caller reports the error (the service's reconnect warning,
+        // or OFFLINE:ERROR): one report per failure.
+        tracing::debug!(master = %self.options.address(), transient, "binlog stream: {message}");
         self.wire = None;
         self.failed = Some((message.clone(), transient));
         self.error_with_code(message, code, transient)

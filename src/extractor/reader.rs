@@ -143,7 +143,6 @@ pub enum ExtractStart {
 pub struct Extractor {
     reader: TransactionReader<AnySource>,
     live: Option<LiveOptions>,
-    max_backoff: Duration,
     /// Where a reconnect resumes before any transaction completed.
     start: ExtractStart,
     /// Whether a transaction completed since the start.
@@ -151,6 +150,11 @@ pub struct Extractor {
     /// Reading follows the binlog (a service); a one-shot read reports a
     /// lost or unreachable master instead of reconnecting forever.
     follow: bool,
+    /// Waits between reconnects; kept across calls (a caller may cancel
+    /// [`Extractor::next_transaction`] on a timeout and call again).
+    backoff: ReconnectBackoff,
+    /// A reconnect due at this instant, resuming there.
+    reconnect: Option<(tokio::time::Instant, ExtractStart)>,
 }
 
 impl Extractor {
@@ -201,10 +205,11 @@ impl Extractor {
         Ok(Extractor {
             reader: TransactionReader::new(source, Assembler::new(next_seqno, position, gtid)),
             live,
-            max_backoff,
             start,
             progressed: false,
             follow,
+            backoff: ReconnectBackoff::new(max_backoff),
+            reconnect: None,
         })
     }
 
@@ -226,42 +231,96 @@ impl Extractor {
     /// Definite errors (decode, sequence, a master error that is not
     /// transient); transient master errors are retried here.
     pub async fn next_transaction(&mut self) -> Result<Option<Transaction>, ExtractError> {
-        let mut backoff = Duration::from_millis(100);
         loop {
+            // A reconnect decided earlier (possibly by a call that was
+            // cancelled while it waited): wait until its time, then open
+            // the new source. Cancel-safe: the deadline is kept.
+            if let Some((at, resume)) = &self.reconnect {
+                tokio::time::sleep_until(*at).await;
+                let options = self.live.clone().expect("reconnects are for live masters");
+                self.reader.replace_source(AnySource::Live(LiveSource::new(
+                    options,
+                    live_start(resume),
+                )));
+                self.reconnect = None;
+            }
             match self.reader.next_transaction().await {
                 Err(ExtractError::Master {
                     address,
                     message,
+                    code,
                     transient: true,
-                    ..
                 }) if self.live.is_some() && self.follow => {
                     let resume = if self.progressed {
                         ExtractStart::File(self.reader.assembler().resume_position().clone())
                     } else {
                         self.start.clone()
                     };
+                    let delay = self.backoff.next_delay();
                     tracing::warn!(
                         master = %address,
                         error = %message,
+                        code,
                         resume = ?resume,
-                        backoff_ms = backoff.as_millis() as u64,
+                        attempt = self.backoff.attempts(),
+                        backoff_ms = delay.as_millis() as u64,
                         "lost the master; reconnecting at the last complete transaction"
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.max_backoff.max(Duration::from_millis(100)));
-                    let options = self.live.clone().expect("checked above");
-                    self.reader.replace_source(AnySource::Live(LiveSource::new(
-                        options,
-                        live_start(&resume),
-                    )));
+                    self.reconnect = Some((tokio::time::Instant::now() + delay, resume));
                 }
                 Ok(Some(txn)) => {
                     self.progressed = true;
+                    self.backoff.reset();
                     return Ok(Some(txn));
                 }
                 other => return other,
             }
         }
+    }
+}
+
+/// The waits between reconnects to a lost master: 100 ms
+/// ([`ReconnectBackoff::INITIAL`]), doubled after each failed attempt up
+/// to `reconnect_max_backoff_ms` (never below 100 ms), back to 100 ms once a
+/// transaction arrives.
+#[derive(Clone, Debug)]
+pub struct ReconnectBackoff {
+    next: Duration,
+    max: Duration,
+    attempts: u32,
+}
+
+impl ReconnectBackoff {
+    /// The first wait.
+    pub const INITIAL: Duration = Duration::from_millis(100);
+
+    /// Waits from [`Self::INITIAL`] doubling up to `max`.
+    pub fn new(max: Duration) -> ReconnectBackoff {
+        ReconnectBackoff {
+            next: Self::INITIAL,
+            max: max.max(Self::INITIAL),
+            attempts: 0,
+        }
+    }
+
+    /// The wait before the next attempt; doubles the following one, up to
+    /// the cap.
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.max);
+        self.attempts += 1;
+        delay
+    }
+
+    /// Attempts since the last transaction (or the start).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Back to the first wait (a transaction arrived).
+    pub fn reset(&mut self) {
+        self.next = Self::INITIAL;
+        self.attempts = 0;
     }
 }
 
@@ -316,6 +375,21 @@ pub async fn resolve_start(
 mod tests {
     use super::*;
     use crate::position::GtidPos;
+
+    #[test]
+    fn reconnect_waits_double_up_to_the_cap_and_reset_on_progress() {
+        let mut b = ReconnectBackoff::new(Duration::from_millis(1500));
+        let waits: Vec<u64> = (0..7).map(|_| b.next_delay().as_millis() as u64).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1500, 1500, 1500]);
+        assert_eq!(b.attempts(), 7);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_millis(100));
+        assert_eq!(b.attempts(), 1);
+        // A cap below the first wait waits 100 ms every time.
+        let mut b = ReconnectBackoff::new(Duration::from_millis(10));
+        assert_eq!(b.next_delay(), Duration::from_millis(100));
+        assert_eq!(b.next_delay(), Duration::from_millis(100));
+    }
 
     fn source(dir: &str) -> FileSource {
         let dir: std::path::PathBuf = [

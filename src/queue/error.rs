@@ -33,7 +33,7 @@ pub enum QueueError {
 
     /// sled failed on a segment (I/O error, lock held by another process,
     /// corruption it detected).
-    #[error("queue segment {}: cannot {op}: {source}", segment.display())]
+    #[error("queue segment {}: cannot {op}: {}", segment.display(), sled_message(source))]
     Storage {
         /// The segment directory.
         segment: PathBuf,
@@ -194,6 +194,20 @@ pub enum QueueError {
     },
 }
 
+/// sled's error in words: its `Display` of a corruption is a debug dump
+/// (`Read corrupted data at file offset Some(Inline(…)) backtrace ()`).
+pub fn sled_message(error: &sled::Error) -> String {
+    match error {
+        sled::Error::Io(e) => e.to_string(),
+        sled::Error::Corruption { .. } => {
+            "sled found corrupted data in the segment's files".to_string()
+        }
+        sled::Error::Unsupported(what) => what.clone(),
+        sled::Error::ReportableBug(what) => format!("sled failed (a bug in sled): {what}"),
+        sled::Error::CollectionNotFound(_) => "sled found no such collection".to_string(),
+    }
+}
+
 impl QueueError {
     /// The seqno the error is about, when there is one.
     pub fn seqno(&self) -> Option<Seqno> {
@@ -206,5 +220,24 @@ impl QueueError {
             QueueError::ProgressMismatch { txn, .. } => Some(*txn),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sled_errors_are_worded_not_dumped() {
+        let e = QueueError::Storage {
+            segment: PathBuf::from("/q/seg-00000000000000000000"),
+            op: "read a block".into(),
+            source: sled::Error::Corruption { at: None, bt: () },
+        };
+        assert_eq!(
+            e.to_string(),
+            "queue segment /q/seg-00000000000000000000: cannot read a block: sled found \
+             corrupted data in the segment's files"
+        );
     }
 }

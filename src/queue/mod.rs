@@ -169,6 +169,7 @@
 
 pub mod codec;
 mod error;
+pub mod private;
 pub mod segment;
 
 use std::collections::BTreeMap;
@@ -498,7 +499,7 @@ impl TransactionQueue {
                 ));
             }
         } else {
-            std::fs::create_dir_all(&dir).map_err(|e| io("create the directory", e))?;
+            private::create_dir(&dir).map_err(|e| io("create the directory (mode 0700)", e))?;
         }
         let mut starts = Vec::new();
         let mut floor_text = None;
@@ -1473,7 +1474,8 @@ impl Inner {
     fn write_floor(&self, floor: Seqno) -> Result<(), QueueError> {
         let dir = &self.options.dir;
         let tmp = dir.join(format!("{FLOOR_FILE}.tmp"));
-        std::fs::write(&tmp, format!("{floor}\n"))
+        private::create_file(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{floor}\n").as_bytes()))
             .and_then(|()| std::fs::rename(&tmp, dir.join(FLOOR_FILE)))
             .map_err(|e| QueueError::Io {
                 dir: dir.clone(),

@@ -306,7 +306,7 @@ impl Segment {
             return Ok(());
         }
         let path = self.dir.join(HAS_DATA_MARKER);
-        std::fs::File::create(&path)
+        super::private::create_file(&path)
             .and_then(|f| f.sync_all())
             .and_then(|()| sync_path(&self.dir))
             .map_err(|e| QueueError::Io {
@@ -485,6 +485,8 @@ impl Segment {
     /// Measures the directory's size on disk now and resets the estimate.
     pub fn measure(&self) -> u64 {
         let written = self.written_since.swap(0, Ordering::Relaxed);
+        // Files sled added since (snapshots, blobs) become private too.
+        super::private::restrict_tree_or_warn(&self.dir);
         match dir_size(&self.dir) {
             Ok(n) => {
                 self.measured_bytes.store(n, Ordering::Relaxed);
@@ -605,7 +607,7 @@ impl Segment {
         let db = self.db()?;
         let path = self.dir.join(external_file_name(seqno));
         let written = (|| {
-            let file = std::fs::File::create(&path)?;
+            let file = super::private::create_file(&path)?;
             let mut out = std::io::BufWriter::with_capacity(EXTERNAL_WRITE_BUFFER, file);
             codec::write_record(txn, progress, len, &mut out)?;
             let file = out.into_inner().map_err(|e| e.into_error())?;
@@ -878,7 +880,11 @@ fn open_sled_once(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
         .mode(sled::Mode::HighThroughput);
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()));
     match opened {
-        Ok(Ok(db)) => Ok(db),
+        Ok(Ok(db)) => {
+            // sled created its files with the umask's modes.
+            super::private::restrict_tree_or_warn(dir);
+            Ok(db)
+        }
         Ok(Err(e)) => Err(QueueError::Storage {
             segment: dir.to_path_buf(),
             op: "open the sled database".into(),

@@ -15,6 +15,8 @@
 //! resumes after the queue's last stored transaction, or, with an empty
 //! queue, at the configured `source.start`.
 
+mod extract_only;
+mod first_start;
 pub mod service;
 pub mod state;
 
@@ -75,6 +77,15 @@ pub enum RunError {
     /// The queue failed.
     #[error("{0}")]
     Queue(#[from] crate::queue::QueueError),
+    /// A queued transaction could not be read back (a damaged record or
+    /// segment): nothing from it on was applied.
+    #[error("cannot read seqno {seqno} from the queue: {message}")]
+    QueueRead {
+        /// The seqno that could not be read.
+        seqno: u64,
+        /// The queue's error.
+        message: String,
+    },
     /// The replica's restart table failed.
     #[error("{0}")]
     Restart(#[from] restart::RestartError),
@@ -242,7 +253,9 @@ pub struct Observer {
 
 /// Runs the service until `stop` is set (or, with
 /// `options.stop_when_idle`, until the source has no more transactions and
-/// everything is applied), then stops cleanly.
+/// everything is applied), then stops cleanly. With `[service] role =
+/// "extractor"` it only fills the queue: the replica is never connected
+/// to.
 ///
 /// # Errors
 /// [`RunError`]; on an apply error the restart rows hold the last committed
@@ -252,6 +265,9 @@ pub fn run(
     stop: Arc<AtomicBool>,
     options: &RunOptions,
 ) -> Result<RunReport, RunError> {
+    if config.service.role == crate::config::Role::Extractor {
+        return extract_only::run(config, stop, options);
+    }
     let stop_when_idle = options.stop_when_idle;
     let started = Instant::now();
     let channels = config.apply.channels;
@@ -280,6 +296,7 @@ pub fn run(
                     &e,
                 )
             })?;
+        first_start::master_answers_before_catalog(config, &mut conn, &catalog).await?;
         let rows = restart::prepare(&mut conn, &catalog, channels).await?;
         // The DBA's skips are committed before anything is dispatched, and
         // every recorded one is skipped by this and every later run.
@@ -501,6 +518,9 @@ pub fn run(
     let scheduler_stop = AtomicBool::new(false);
     let mut native_checked = Instant::now();
     let mut native_running: Option<Vec<String>> = None;
+    // The seqno a queue read failed at (the error reaches the scheduler
+    // as text).
+    let mut read_failed_at: Option<u64> = None;
     let next =
         |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
             let deadline = Instant::now() + timeout;
@@ -530,9 +550,10 @@ pub fn run(
                         }
                     }
                 }
-                if let Some((txn, p)) =
-                    reader.try_next_with_progress().map_err(|e| e.to_string())?
-                {
+                if let Some((txn, p)) = reader.try_next_with_progress().map_err(|e| {
+                    read_failed_at = Some(e.seqno().unwrap_or(reader.next_seqno()).get());
+                    e.to_string()
+                })? {
                     since_purge += 1;
                     if since_purge >= 1000 {
                         since_purge = 0;
@@ -613,6 +634,14 @@ pub fn run(
             "(started while this service applied)",
         ));
     }
+    if let (Err(scheduler::SchedulerError::Queue(message)), Some(seqno)) =
+        (&outcome, read_failed_at)
+    {
+        return Err(RunError::QueueRead {
+            seqno,
+            message: message.clone(),
+        });
+    }
     outcome?;
     if let Err(ExtractFailure { message, code }) = extract_result {
         return Err(RunError::Extract { message, code });
@@ -644,7 +673,8 @@ pub fn run(
 ///
 /// # Errors
 /// [`RunError::Setup`] when the ranges name more than
-/// [`skipped::MAX_SKIPS_PER_REQUEST`] seqnos; queue read errors.
+/// [`skipped::MAX_SKIPS_PER_REQUEST`] seqnos or a seqno above the highest
+/// stored one; queue read errors.
 fn requested_skips(
     queue: &TransactionQueue,
     ranges: &[std::ops::RangeInclusive<u64>],
@@ -656,6 +686,14 @@ fn requested_skips(
         return Err(RunError::setup(format!(
             "--skip-seqno names {count} seqnos; at most {} may be skipped at once",
             skipped::MAX_SKIPS_PER_REQUEST
+        )));
+    }
+    // A seqno not extracted yet would silently skip a future transaction.
+    let next = queue.next_seqno().get();
+    if let Some(beyond) = ranges.iter().map(|r| *r.end()).filter(|&s| s >= next).max() {
+        return Err(RunError::setup(future_skip_message(
+            beyond,
+            next.checked_sub(1),
         )));
     }
     let mut out = Vec::new();
@@ -671,6 +709,16 @@ fn requested_skips(
         });
     }
     Ok(out)
+}
+
+/// The refusal of `--skip-seqno` naming `seqno`, above the highest stored
+/// seqno `highest` (`None`: the queue never stored one).
+pub(crate) fn future_skip_message(seqno: u64, highest: Option<u64>) -> String {
+    format!(
+        "seqno {seqno} is not in the queue yet (highest stored: {}); a skip names a \
+         transaction shown by the pending error or `shardrepctl log list`",
+        highest.map_or_else(|| "none".to_string(), |h| h.to_string())
+    )
 }
 
 /// Sorted seqnos as inclusive ranges of consecutive seqnos.

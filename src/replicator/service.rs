@@ -34,7 +34,7 @@ use super::{Observer, RunError, RunOptions};
 use crate::applier::channel::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
-use crate::config::Config;
+use crate::config::{Config, Role};
 use crate::control::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
     ShardStatus, Status,
@@ -219,6 +219,19 @@ impl Service {
                             "online --skip-seqno {skip}: seqno {low} is already handled (every \
                              channel's restart row is at seqno {applied} or later); name seqnos \
                              above {applied}"
+                        ),
+                    ));
+                }
+            }
+            // A seqno not extracted yet (highest stored as of the last
+            // run; the run checks again against the open queue).
+            if let (Some(highest), Some(&(_, high))) = (inner.last_stored.1, skip.ranges().last()) {
+                if high > highest {
+                    return Err(ControlError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "online --skip-seqno {skip}: {}",
+                            super::future_skip_message(high, Some(highest))
                         ),
                     ));
                 }
@@ -512,11 +525,28 @@ impl Service {
         ))
     }
 
+    /// Refuses `what` for a service with `role = "extractor"`, which never
+    /// touches the replica (the shard map and restart rows live there).
+    fn needs_replica(&self, what: &str) -> Result<(), ControlError> {
+        if self.config.service.role == Role::Extractor {
+            return Err(ControlError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{what}: service {} has role = \"extractor\" and never connects to the \
+                     replica",
+                    self.config.service.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies `edit` to the stored shard map and the running filter.
     fn edit_map(
         &self,
         edit: impl FnOnce(&mut ShardMap) -> Result<usize, ControlError>,
     ) -> Result<usize, ControlError> {
+        self.needs_replica("the shard map")?;
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
             Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
@@ -596,11 +626,16 @@ fn pending_error(error: &RunError) -> PendingError {
     match error {
         RunError::Apply(SchedulerError::Apply(e)) => {
             let mut p = PendingError::new(format!(
-                "channel {} failed at seqno {} (event {}, shard {}): error {}: {}",
-                e.channel, e.seqno, e.event_id, e.shard, e.code, e.message
+                "channel {} failed at seqno {} (event {}, shard {}): {}{}",
+                e.channel,
+                e.seqno,
+                e.event_id,
+                e.shard,
+                crate::applier::channel::ServerCode(e.code),
+                e.message
             ))
             .with_exception_message(&e.sql);
-            p.code = Some(u32::from(e.code));
+            p.code = (e.code != 0).then_some(u32::from(e.code));
             p.seqno = Some(e.seqno);
             p.event_id = Some(e.event_id.clone());
             p.shard = Some(e.shard.clone());
@@ -617,6 +652,11 @@ fn pending_error(error: &RunError) -> PendingError {
             p.seqno = Some(seqno.get());
             p.shard = Some(shard.clone());
             p.event_id = Some(event_id.clone());
+            p
+        }
+        RunError::QueueRead { seqno, .. } => {
+            let mut p = PendingError::new(error.to_string());
+            p.seqno = Some(*seqno);
             p
         }
         RunError::Setup {
@@ -918,6 +958,7 @@ impl ControlHandler for Service {
     }
 
     fn handback(&self, start_slave: bool) -> Result<Value, ControlError> {
+        self.needs_replica("handback")?;
         let mut inner = self.lock();
         let state = inner.machine.state();
         if !state.is_offline() || inner.run.is_some() {
@@ -1109,6 +1150,10 @@ impl ControlHandler for Service {
 /// The restart rows and recorded skips on the replica; `None` when the
 /// replica cannot be read now.
 fn read_catalog(config: &Config) -> Option<(Vec<RestartRow>, Vec<SkippedSeqno>)> {
+    // An extractor-role service never connects to the replica.
+    if config.service.role == Role::Extractor {
+        return None;
+    }
     let catalog = config.catalog_schema();
     block_on(async {
         let mut conn = mysql_async::Conn::new(super::replica_opts(config))
@@ -1224,6 +1269,21 @@ fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
             ),
             Err(_) => format!(". Way out: the source cannot continue here. {reset}"),
         },
+        RunError::Apply(SchedulerError::Apply(e))
+            if e.message
+                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
+        {
+            // The message says what to do.
+            String::new()
+        }
+        RunError::Apply(SchedulerError::Apply(e))
+            if crate::applier::retry::is_transient_report(e.code, &e.message) =>
+        {
+            ". Way out: the replica did not answer within the retries; when it answers \
+             again, `shardrepctl online` (nothing is lost: the service resumes at the \
+             restart rows)"
+                .to_string()
+        }
         RunError::Apply(SchedulerError::Apply(e)) => format!(
             ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
              --skip-seqno {}` if that transaction must never be applied (recorded, never \
@@ -1334,5 +1394,53 @@ mod tests {
         let text = way_out(&other, &uneven, "sjc");
         assert!(!text.contains("handback"), "{text}");
         assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
+    }
+
+    fn apply_error(code: u16, message: &str) -> RunError {
+        RunError::Apply(crate::scheduler::SchedulerError::Apply(
+            crate::applier::channel::ApplyError {
+                channel: 1,
+                seqno: 7,
+                event_id: "mariadb-bin.000002:610".into(),
+                shard: "s".into(),
+                sql: "INSERT".into(),
+                code,
+                message: message.into(),
+            },
+        ))
+    }
+
+    #[test]
+    fn a_transient_error_never_advises_a_skip() {
+        let at = "mariadb-bin.000002:610";
+        let rows = [row(0, Some(6), at)];
+        for (code, message) in [
+            (2013, "Lost connection to server during query"),
+            (2006, "MySQL server has gone away"),
+            (2003, "Can't connect"),
+            (2002, "Can't connect through socket"),
+            (1205, "Lock wait timeout exceeded"),
+            (1213, "Deadlock found"),
+            (0, "Input/output error: Connection refused (os error 111)"),
+            (0, "Connection to the server is closed"),
+        ] {
+            let text = way_out(&apply_error(code, message), &rows, "sjc");
+            assert_eq!(
+                text,
+                ". Way out: the replica did not answer within the retries; when it answers \
+                 again, `shardrepctl online` (nothing is lost: the service resumes at the \
+                 restart rows)",
+                "{code} {message}"
+            );
+            assert!(!text.contains("skip"), "{text}");
+        }
+        let text = way_out(&apply_error(1062, "Duplicate entry"), &rows, "sjc");
+        assert!(
+            text.contains("`shardrepctl online --skip-seqno 7`"),
+            "{text}"
+        );
+        let message =
+            crate::applier::ddl_replay::unsafe_replay_message(7, at, "RENAME TABLE a TO b", false);
+        assert_eq!(way_out(&apply_error(0, &message), &rows, "sjc"), "");
     }
 }
