@@ -30,6 +30,7 @@
 //! The architecture and contracts are in `shared/DESIGN.md`.
 
 pub mod applier;
+pub mod backoff;
 pub mod config;
 pub mod control;
 pub mod event;

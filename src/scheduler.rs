@@ -624,58 +624,12 @@ mod tests {
             ),
             txn(6, "a", 7, "INSERT INTO r VALUES (2)"),
         ];
-        let progress = Arc::new(Progress::new(&[None; 4]));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let counters = SchedulerCounters::default();
-        let mut senders = Vec::new();
-        let mut threads = Vec::new();
-        for c in 0..4 {
-            let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
-            senders.push(tx);
-            let (progress, seen) = (progress.clone(), seen.clone());
-            threads.push(std::thread::spawn(move || {
-                for work in rx {
-                    match work {
-                        Work::Apply { txn, alone, .. } => {
-                            seen.lock().unwrap().push((txn.seqno.get(), c, alone));
-                            progress.set_committed(c, txn.seqno);
-                        }
-                        Work::Stop(_) => break,
-                        Work::Sync(_) => {}
-                    }
-                }
-            }));
-        }
-        let mut queue = txns.into_iter();
-        let settings = SchedulerSettings {
-            sync_interval_seqnos: 0,
-            stop_after: Some(Seqno(6)),
-            poll: Duration::from_millis(10),
-            skip_seqnos: Vec::new(),
-            immediate: None,
-        };
-        let stop = AtomicBool::new(false);
         let open_after_create = std::cell::Cell::new(None);
-        run(
-            |_| {
-                if open_after_create.get().is_none() && queue.len() == 3 {
-                    open_after_create.set(Some(counters.open_temp_tables.load(Ordering::Acquire)));
-                }
-                Ok(queue.next().map(|t| (t, 0, String::new())))
-            },
-            &mut Fixed,
-            &senders,
-            &progress,
-            &counters,
-            &stop,
-            &settings,
-        )
-        .unwrap();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let mut seen = seen.lock().unwrap().clone();
-        seen.sort_unstable();
+        let (seen, counters) = schedule(txns, &mut Fixed, 4, |left, counters| {
+            if open_after_create.get().is_none() && left == 3 {
+                open_after_create.set(Some(counters.open_temp_tables.load(Ordering::Acquire)));
+            }
+        });
         assert_eq!(
             seen,
             vec![
@@ -719,19 +673,22 @@ mod tests {
         }
     }
 
-    /// Runs `txns` through the scheduler on 3 recording channels: each
-    /// transaction's (seqno, channel, alone), and the barriers counted.
-    fn schedule(
+    /// Runs `txns` through the scheduler on `channels` recording channels,
+    /// calling `observe(transactions left, counters)` before each read: each
+    /// transaction's (seqno, channel, alone), sorted, and the counters.
+    fn schedule<R: Router>(
         txns: Vec<Transaction>,
-        router: &mut TwoCritical,
-    ) -> (Vec<(u64, usize, bool)>, u64) {
+        router: &mut R,
+        channels: usize,
+        mut observe: impl FnMut(usize, &SchedulerCounters),
+    ) -> (Vec<(u64, usize, bool)>, SchedulerCounters) {
         let last = txns.last().map(|t| t.seqno).expect("transactions");
-        let progress = Arc::new(Progress::new(&[None; 3]));
+        let progress = Arc::new(Progress::new(&vec![None; channels]));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let counters = SchedulerCounters::default();
         let mut senders = Vec::new();
         let mut threads = Vec::new();
-        for c in 0..3 {
+        for c in 0..channels {
             let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
             senders.push(tx);
             let (progress, seen) = (progress.clone(), seen.clone());
@@ -757,7 +714,10 @@ mod tests {
             immediate: None,
         };
         run(
-            |_| Ok(queue.next().map(|t| (t, 0, String::new()))),
+            |_| {
+                observe(queue.len(), &counters);
+                Ok(queue.next().map(|t| (t, 0, String::new())))
+            },
             router,
             &senders,
             &progress,
@@ -771,7 +731,7 @@ mod tests {
         }
         let mut seen = seen.lock().unwrap().clone();
         seen.sort_unstable();
-        (seen, counters.serializations.load(Ordering::Relaxed))
+        (seen, counters)
     }
 
     // Consecutive critical transactions of shards routed to different
@@ -795,10 +755,12 @@ mod tests {
             (4, 0, false),
         ];
         // Barriers before 0, 1 and 3; 2 shares 1's.
-        assert_eq!(schedule(txns(0), &mut TwoCritical), (whole.clone(), 3));
+        let (seen, counters) = schedule(txns(0), &mut TwoCritical, 3, |_, _| {});
+        assert_eq!(seen, whole);
+        assert_eq!(counters.serializations.load(Ordering::Relaxed), 3);
         // Resumed at seqno 1 and 3 (after a crash): the same channels.
         for from in [1, 3] {
-            let (seen, _) = schedule(txns(from), &mut TwoCritical);
+            let (seen, _) = schedule(txns(from), &mut TwoCritical, 3, |_, _| {});
             assert_eq!(seen, whole[from as usize..].to_vec(), "resumed at {from}");
         }
     }

@@ -1602,6 +1602,29 @@ impl Channel {
         self.exec_text(sql, None).await
     }
 
+    /// Writes `row` (with `extract_time`, seconds since the epoch) in a
+    /// transaction of its own, not binlogged (it carries no data); rolls
+    /// back on an error. `at` names the transaction for errors.
+    async fn write_row_alone(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, u64)>,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        self.catalog_only_logging(false).await?;
+        let written = async {
+            self.exec_text("START TRANSACTION", at).await?;
+            self.update_row(row, extract_time, at).await?;
+            self.exec_text("COMMIT", at).await
+        }
+        .await;
+        if written.is_err() {
+            let _ = self.conn.query_drop("ROLLBACK").await;
+        }
+        self.catalog_only_logging(true).await?;
+        written
+    }
+
     /// Records a SYNC/STOP marker when the channel has nothing newer;
     /// returns whether it did.
     async fn record_marker(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
@@ -1611,21 +1634,7 @@ impl Channel {
         let row = marker.row(self.settings.channel.get());
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
-            let attempt = async {
-                self.catalog_only_logging(false).await?;
-                let written = async {
-                    self.exec_text("START TRANSACTION", None).await?;
-                    self.update_row(&row, marker.extract_time, None).await?;
-                    self.exec_text("COMMIT", None).await
-                }
-                .await;
-                if written.is_err() {
-                    let _ = self.conn.query_drop("ROLLBACK").await;
-                }
-                self.catalog_only_logging(true).await?;
-                written
-            }
-            .await;
+            let attempt = self.write_row_alone(&row, marker.extract_time, None).await;
             match attempt {
                 Ok(()) => {
                     self.committed = Some(marker.seqno);

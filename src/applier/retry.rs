@@ -5,8 +5,6 @@
 //! Server error codes: MariaDB "MariaDB Error Codes" and MySQL "Server
 //! Error Message Reference"; client codes (2xxx) from the client library.
 
-use std::time::Duration;
-
 /// What to do about an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorClass {
@@ -133,37 +131,7 @@ pub fn is_ddl_already_applied_error(code: u16, message: &str) -> bool {
     is_ddl_already_applied(code) || code == 1826 || (code == 1005 && message.contains("errno: 121"))
 }
 
-/// Capped exponential backoff: `initial` doubled per attempt up to `max`.
-#[derive(Clone, Debug)]
-pub struct Backoff {
-    next: Duration,
-    max: Duration,
-    attempts: u32,
-}
-
-impl Backoff {
-    /// A backoff starting at `initial`, never waiting longer than `max`.
-    pub fn new(initial: Duration, max: Duration) -> Backoff {
-        Backoff {
-            next: initial.min(max),
-            max,
-            attempts: 0,
-        }
-    }
-
-    /// The wait before the next attempt; doubles the following one.
-    pub fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
-        self.attempts += 1;
-        delay
-    }
-
-    /// How many delays were handed out (retries so far).
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-}
+pub use crate::backoff::Backoff;
 
 #[cfg(test)]
 mod tests {
@@ -222,13 +190,5 @@ mod tests {
             0,
             "the restart row of channel 1 is missing"
         ));
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
-        let delays: Vec<u64> = (0..5).map(|_| b.next_delay().as_millis() as u64).collect();
-        assert_eq!(delays, [100, 200, 400, 500, 500]);
-        assert_eq!(b.attempts(), 5);
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::config::{SourceEndpoint, StartPosition};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, GtidPos, Seqno};
@@ -152,7 +153,7 @@ pub struct Extractor {
     follow: bool,
     /// Waits between reconnects; kept across calls (a caller may cancel
     /// [`Extractor::next_transaction`] on a timeout and call again).
-    backoff: ReconnectBackoff,
+    backoff: Backoff,
     /// A reconnect due at this instant, resuming there.
     reconnect: Option<(tokio::time::Instant, ExtractStart)>,
 }
@@ -208,7 +209,7 @@ impl Extractor {
             start,
             progressed: false,
             follow,
-            backoff: ReconnectBackoff::new(max_backoff),
+            backoff: reconnect_backoff(max_backoff),
             reconnect: None,
         })
     }
@@ -279,49 +280,18 @@ impl Extractor {
     }
 }
 
+/// The first wait before reconnecting to a lost master.
+pub const RECONNECT_INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+
 /// The waits between reconnects to a lost master: 100 ms
-/// ([`ReconnectBackoff::INITIAL`]), doubled after each failed attempt up
-/// to `reconnect_max_backoff_ms` (never below 100 ms), back to 100 ms once a
-/// transaction arrives.
-#[derive(Clone, Debug)]
-pub struct ReconnectBackoff {
-    next: Duration,
-    max: Duration,
-    attempts: u32,
-}
-
-impl ReconnectBackoff {
-    /// The first wait.
-    pub const INITIAL: Duration = Duration::from_millis(100);
-
-    /// Waits from [`Self::INITIAL`] doubling up to `max`.
-    pub fn new(max: Duration) -> ReconnectBackoff {
-        ReconnectBackoff {
-            next: Self::INITIAL,
-            max: max.max(Self::INITIAL),
-            attempts: 0,
-        }
-    }
-
-    /// The wait before the next attempt; doubles the following one, up to
-    /// the cap.
-    pub fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
-        self.attempts += 1;
-        delay
-    }
-
-    /// Attempts since the last transaction (or the start).
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// Back to the first wait (a transaction arrived).
-    pub fn reset(&mut self) {
-        self.next = Self::INITIAL;
-        self.attempts = 0;
-    }
+/// ([`RECONNECT_INITIAL_BACKOFF`]), doubled after each failed attempt up to
+/// `max` (`reconnect_max_backoff_ms`, never below 100 ms), back to 100 ms
+/// once a transaction arrives ([`Backoff::reset`]).
+pub fn reconnect_backoff(max: Duration) -> Backoff {
+    Backoff::new(
+        RECONNECT_INITIAL_BACKOFF,
+        max.max(RECONNECT_INITIAL_BACKOFF),
+    )
 }
 
 fn live_start(start: &ExtractStart) -> LiveStart {
@@ -378,7 +348,7 @@ mod tests {
 
     #[test]
     fn reconnect_waits_double_up_to_the_cap_and_reset_on_progress() {
-        let mut b = ReconnectBackoff::new(Duration::from_millis(1500));
+        let mut b = reconnect_backoff(Duration::from_millis(1500));
         let waits: Vec<u64> = (0..7).map(|_| b.next_delay().as_millis() as u64).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1500, 1500, 1500]);
         assert_eq!(b.attempts(), 7);
@@ -386,7 +356,7 @@ mod tests {
         assert_eq!(b.next_delay(), Duration::from_millis(100));
         assert_eq!(b.attempts(), 1);
         // A cap below the first wait waits 100 ms every time.
-        let mut b = ReconnectBackoff::new(Duration::from_millis(10));
+        let mut b = reconnect_backoff(Duration::from_millis(10));
         assert_eq!(b.next_delay(), Duration::from_millis(100));
         assert_eq!(b.next_delay(), Duration::from_millis(100));
     }

@@ -218,18 +218,7 @@ impl Channel {
     async fn record_alone(&mut self, txn: &Transaction, epoch: u64, marker: &Marker) -> Attempt {
         let at = Some((txn, epoch));
         let row = marker.row(self.settings.channel.get());
-        self.catalog_only_logging(false).await?;
-        let written = async {
-            self.exec_text("START TRANSACTION", at).await?;
-            self.update_row(&row, txn.commit_timestamp, at).await?;
-            self.exec_text("COMMIT", at).await
-        }
-        .await;
-        if written.is_err() {
-            let _ = self.conn.query_drop("ROLLBACK").await;
-        }
-        self.catalog_only_logging(true).await?;
-        written
+        self.write_row_alone(&row, txn.commit_timestamp, at).await
     }
 
     fn definite(&self, txn: &Transaction, sql: &str, code: u16, message: &str) -> ApplyError {
