@@ -97,6 +97,18 @@ fn wait_gone(dir: &Path, what: &str) {
     }
 }
 
+/// Whether `pid` has exited: gone from /proc, or a zombie that its new
+/// parent (init, after the starting shell exited) has not reaped yet.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
 #[test]
 fn stop_down_and_destroy_leave_no_service_running() {
     let dir = mm_dir();
@@ -112,7 +124,7 @@ fn stop_down_and_destroy_leave_no_service_running() {
     // `stop` returns once they are gone.
     assert!(service_processes(&dir).is_empty());
     for pid in pids {
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "pid {pid}");
+        assert!(exited(pid), "pid {pid} still runs");
     }
 
     // A pid file that names another process (stale, or a setsid's pid):
