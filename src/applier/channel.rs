@@ -1089,19 +1089,7 @@ impl Channel {
         }
         if ddl {
             let (txn, epoch) = todo[0];
-            let sql = restart::mark_ddl_statement(&self.settings.catalog);
-            let params = Params::Positional(vec![
-                Param::Int(txn.seqno.get() as i64),
-                Param::UInt(u64::from(self.settings.channel.get())),
-            ]);
-            self.catalog_only_logging(false).await?;
-            let marked = self
-                .conn
-                .exec_drop(sql.as_str(), params)
-                .await
-                .map_err(|e| (self.error_at(Some((txn, *epoch)), &sql, &e), Some(e)));
-            self.catalog_only_logging(true).await?;
-            marked?;
+            self.mark_started(txn, *epoch).await?;
         }
         if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
             match self.try_block_batched(todo, marker).await {
@@ -1600,6 +1588,28 @@ impl Channel {
             "SET SESSION sql_log_bin = 0"
         };
         self.exec_text(sql, None).await
+    }
+
+    /// Marks seqno `txn` as started in the restart row's `ddl_seqno`
+    /// (autocommit, not binlogged).
+    async fn mark_started(
+        &mut self,
+        txn: &Transaction,
+        epoch: u64,
+    ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
+        let sql = restart::mark_ddl_statement(&self.settings.catalog);
+        let params = Params::Positional(vec![
+            Param::Int(txn.seqno.get() as i64),
+            Param::UInt(u64::from(self.settings.channel.get())),
+        ]);
+        self.catalog_only_logging(false).await?;
+        let marked = self
+            .conn
+            .exec_drop(sql.as_str(), params)
+            .await
+            .map_err(|e| (self.error_at(Some((txn, epoch)), &sql, &e), Some(e)));
+        self.catalog_only_logging(true).await?;
+        marked
     }
 
     /// Writes `row` (with `extract_time`, seconds since the epoch) in a

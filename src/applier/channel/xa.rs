@@ -37,10 +37,9 @@
 //! so they run alone behind a barrier, in the master's order.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Params, Value as Param};
+use mysql_async::Conn;
 
 use super::{elide, ApplyError, Channel, Marker};
-use crate::applier::restart;
 use crate::event::{Change, Transaction};
 use crate::xa::{is_xa_sql, XaRole, Xid};
 
@@ -164,24 +163,6 @@ impl Channel {
         self.record_alone(txn, epoch, marker).await?;
         self.replay_ddl = None;
         Ok(())
-    }
-
-    /// Marks seqno `txn` as started in the restart row's `ddl_seqno`
-    /// (autocommit, not binlogged).
-    async fn mark_started(&mut self, txn: &Transaction, epoch: u64) -> Attempt {
-        let sql = restart::mark_ddl_statement(&self.settings.catalog);
-        let params = Params::Positional(vec![
-            Param::Int(txn.seqno.get() as i64),
-            Param::UInt(u64::from(self.settings.channel.get())),
-        ]);
-        self.catalog_only_logging(false).await?;
-        let marked = self
-            .conn
-            .exec_drop(sql.as_str(), params)
-            .await
-            .map_err(|e| (self.error_at(Some((txn, epoch)), &sql, &e), Some(e)));
-        self.catalog_only_logging(true).await?;
-        marked
     }
 
     /// `XA START`, the changes, `XA END`, `XA PREPARE` on a new connection
