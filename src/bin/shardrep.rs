@@ -576,7 +576,7 @@ fn run_service(
     skip: Option<shardrep::replicator::state::SkipSeqnos>,
     offline: bool,
 ) -> anyhow::Result<()> {
-    use shardrep::control::server::{ControlHandler, ControlServer};
+    use shardrep::control::{ControlServer, ServiceHandler};
     use shardrep::replicator::service::Service;
     use shardrep::replicator::state::State;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -607,13 +607,14 @@ fn run_service(
             .context("start the signal thread")?;
     }
     let service = Service::new(cfg.clone(), until_idle);
-    let server = ControlServer::start(&cfg.control.socket, service.clone())
+    let handler = Arc::new(ServiceHandler::new(service.clone()));
+    let server = ControlServer::start(&cfg.control.socket, handler)
         .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
     tracing::info!(socket = %cfg.control.socket.display(), "control socket listening");
     if !offline {
         service
             .go_online(skip, None)
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     // Until a signal, or (with --until-idle) the end of the run.
     loop {
@@ -630,9 +631,7 @@ fn run_service(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let status = service
-        .status()
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let status = service.status();
     server.shutdown();
     // With --until-idle the run's own end is the outcome; a stop asked
     // for by a signal is a clean exit (the error is in the log and was in

@@ -62,8 +62,10 @@ const IDLE_CHECK: Duration = Duration::from_millis(250);
 /// Longest Unix socket path, in bytes (`sun_path` less its NUL).
 const SOCKET_PATH_MAX_BYTES: usize = 107;
 
-/// What the service does for each request. The replicator implements it;
-/// the server calls it from connection threads, concurrently.
+/// What the service does for each request.
+/// [`ServiceHandler`](super::ServiceHandler) implements it for the
+/// replicator's service; the server calls it from connection threads,
+/// concurrently.
 ///
 /// Every method returns its result or a [`ControlError`] whose kind tells
 /// the client what happened ([`ErrorKind::IllegalState`] for a request

@@ -1,7 +1,8 @@
 //! The replicator as a service a DBA drives with `shardrepctl`: the state
 //! machine ([`super::state`]), one pipeline run ([`super::run`]) at a time
-//! on a worker thread while ONLINE, and the control socket's handler
-//! ([`crate::control::ControlHandler`]).
+//! on a worker thread while ONLINE. Each DBA request is a method that
+//! answers with typed values ([`report`]) or a [`ServiceError`]; the
+//! control layer (`crate::control`) serves them on the control socket.
 //!
 //! - `online` starts a run (GOING-ONLINE:SYNCHRONIZING, then ONLINE once
 //!   the channels apply). A service with no queue and no restart position
@@ -27,24 +28,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use serde_json::{json, Value};
-
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
 use crate::applier::channel::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::{Config, Role};
-use crate::control::protocol::{
-    ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
-    ShardStatus, Status,
-};
-use crate::control::server::ControlHandler;
+use crate::event::Transaction;
 use crate::position::{BinlogPosition, GtidPos, Seqno};
-use crate::queue::{QueueOptions, TransactionQueue};
+use crate::queue::{QueueInfo, QueueOptions, TransactionQueue};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::map::{ShardEntry, ShardMap};
 use crate::shard::store;
+
+mod error;
+pub mod report;
+
+pub use error::ServiceError;
+pub use report::{ChannelSnapshot, HandedBack, ResetDone, ShardSnapshot, StatusSnapshot};
 
 /// Most transactions one `log list` answers with.
 pub const LOG_LIST_MAX: u64 = 1000;
@@ -72,7 +73,7 @@ struct Inner {
     /// started").
     totals: (u64, u64, u64),
     /// Stored seqno range of the queue when last seen.
-    last_stored: (Option<u64>, Option<u64>),
+    last_stored: (Option<Seqno>, Option<Seqno>),
     until_seqno: Option<u64>,
     offline_at_seqno: Option<u64>,
     /// How the replica's native replication ran before the takeover.
@@ -95,11 +96,11 @@ struct ActiveRun {
     observer: Arc<Observer>,
 }
 
-fn failed(message: impl Into<String>) -> ControlError {
-    ControlError::new(ErrorKind::Failed, message)
+fn failed(message: impl Into<String>) -> ServiceError {
+    ServiceError::failed(message)
 }
 
-fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, ControlError> {
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, ServiceError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -184,10 +185,10 @@ impl Service {
         &self,
         skip: Option<SkipSeqnos>,
         until_seqno: Option<u64>,
-    ) -> Result<State, ControlError> {
+    ) -> Result<State, ServiceError> {
         let mut inner = self.lock();
         if inner.run.is_some() {
-            return Err(ControlError::illegal_state(format!(
+            return Err(ServiceError::illegal_state(format!(
                 "the service is {}: a run is still active",
                 inner.machine.state()
             )));
@@ -200,7 +201,7 @@ impl Service {
                 .filter(|&s| s > until)
                 .max()
             {
-                return Err(ControlError::illegal_state(format!(
+                return Err(ServiceError::illegal_state(format!(
                     "online --until-seqno {until}: seqno {beyond} is already applied; \
                      name a seqno of at least {beyond}"
                 )));
@@ -212,40 +213,31 @@ impl Service {
             if let (Some(applied), Some(&(low, _))) =
                 (applied_summary(&inner.last_rows).0, skip.ranges().first())
             {
-                if low <= applied {
-                    return Err(ControlError::new(
-                        ErrorKind::Invalid,
-                        format!(
-                            "online --skip-seqno {skip}: seqno {low} is already handled (every \
+                if low <= applied.get() {
+                    return Err(ServiceError::Invalid(format!(
+                        "online --skip-seqno {skip}: seqno {low} is already handled (every \
                              channel's restart row is at seqno {applied} or later); name seqnos \
                              above {applied}"
-                        ),
-                    ));
+                    )));
                 }
             }
             // A seqno not extracted yet (highest stored as of the last
             // run; the run checks again against the open queue).
             if let (Some(highest), Some(&(_, high))) = (inner.last_stored.1, skip.ranges().last()) {
-                if high > highest {
-                    return Err(ControlError::new(
-                        ErrorKind::Invalid,
-                        format!(
-                            "online --skip-seqno {skip}: {}",
-                            super::future_skip_message(high, Some(highest))
-                        ),
-                    ));
+                if high > highest.get() {
+                    return Err(ServiceError::Invalid(format!(
+                        "online --skip-seqno {skip}: {}",
+                        super::future_skip_message(high, Some(highest.get()))
+                    )));
                 }
             }
             if skip.count() > skipped::MAX_SKIPS_PER_REQUEST {
-                return Err(ControlError::new(
-                    ErrorKind::Invalid,
-                    format!(
-                        "online --skip-seqno {skip}: names {} seqnos; at most {} may be skipped \
+                return Err(ServiceError::Invalid(format!(
+                    "online --skip-seqno {skip}: names {} seqnos; at most {} may be skipped \
                          at once",
-                        skip.count(),
-                        skipped::MAX_SKIPS_PER_REQUEST
-                    ),
-                ));
+                    skip.count(),
+                    skipped::MAX_SKIPS_PER_REQUEST
+                )));
             }
         }
         let state = inner.machine.apply(Event::Online)?;
@@ -331,10 +323,7 @@ impl Service {
             inner.takeover_used_gtid = Some(point.using_gtid != crate::replica::UsingGtid::No);
         }
         if let Some(queue) = observer.queue.lock().expect("observer").as_ref() {
-            inner.last_stored = (
-                queue.min_seqno().map(Seqno::get),
-                queue.max_seqno().map(Seqno::get),
-            );
+            inner.last_stored = (queue.min_seqno(), queue.max_seqno());
         }
         // Counted whether the run ended cleanly or on an error.
         if let Some(counters) = observer.counters.lock().expect("observer").as_ref() {
@@ -440,12 +429,12 @@ impl Service {
         &self,
         immediate: bool,
         at_seqno: Option<u64>,
-    ) -> Result<State, ControlError> {
+    ) -> Result<State, ServiceError> {
         let mut inner = self.lock();
         Self::refresh(&mut inner);
         if let Some(at) = at_seqno {
             let Some(run) = &inner.run else {
-                return Err(ControlError::illegal_state(format!(
+                return Err(ServiceError::illegal_state(format!(
                     "offline --at-seqno needs a running service; it is {}",
                     inner.machine.state()
                 )));
@@ -460,7 +449,7 @@ impl Service {
                 .as_ref()
                 .and_then(|c| c.handled_next.load(Ordering::Acquire).checked_sub(1));
             if let Some(handled) = handled.filter(|&h| h > at) {
-                return Err(ControlError::illegal_state(format!(
+                return Err(ServiceError::illegal_state(format!(
                     "offline --at-seqno {at}: seqno {handled} is already handled; \
                      name a seqno of at least {handled}, or use offline"
                 )));
@@ -492,7 +481,7 @@ impl Service {
     /// their sessions' later statements would fail with 1146. Refuses,
     /// naming the sessions, as native replication warns before stopping
     /// with `Slave_open_temp_tables` > 0.
-    fn refuse_with_temp_tables(inner: &Inner) -> Result<(), ControlError> {
+    fn refuse_with_temp_tables(inner: &Inner) -> Result<(), ServiceError> {
         let Some(run) = &inner.run else {
             return Ok(());
         };
@@ -508,7 +497,7 @@ impl Service {
         if sessions.is_empty() {
             return Ok(());
         }
-        Err(ControlError::illegal_state(format!(
+        Err(ServiceError::illegal_state(format!(
             "offline refused: {} temporary table(s) of master sessions are open on the replica \
              ({}); a clean offline would lose them, and the sessions' later statements would \
              fail. Try again once the master sessions have dropped them or ended (status: \
@@ -518,7 +507,7 @@ impl Service {
         )))
     }
 
-    fn replica_conn_error(&self, e: mysql_async::Error) -> ControlError {
+    fn replica_conn_error(&self, e: mysql_async::Error) -> ServiceError {
         failed(format!(
             "cannot connect to the replica {}:{}: {e}",
             self.config.replica.host, self.config.replica.port
@@ -527,16 +516,13 @@ impl Service {
 
     /// Refuses `what` for a service with `role = "extractor"`, which never
     /// touches the replica (the shard map and restart rows live there).
-    fn needs_replica(&self, what: &str) -> Result<(), ControlError> {
+    fn needs_replica(&self, what: &str) -> Result<(), ServiceError> {
         if self.config.service.role == Role::Extractor {
-            return Err(ControlError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{what}: service {} has role = \"extractor\" and never connects to the \
+            return Err(ServiceError::Unsupported(format!(
+                "{what}: service {} has role = \"extractor\" and never connects to the \
                      replica",
-                    self.config.service.name
-                ),
-            ));
+                self.config.service.name
+            )));
         }
         Ok(())
     }
@@ -544,8 +530,8 @@ impl Service {
     /// Applies `edit` to the stored shard map and the running filter.
     fn edit_map(
         &self,
-        edit: impl FnOnce(&mut ShardMap) -> Result<usize, ControlError>,
-    ) -> Result<usize, ControlError> {
+        edit: impl FnOnce(&mut ShardMap) -> Result<usize, ServiceError>,
+    ) -> Result<usize, ServiceError> {
         self.needs_replica("the shard map")?;
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
@@ -569,27 +555,31 @@ impl Service {
         })?
     }
 
-    /// Applies `edit` to the stored map for each of `rows` (all rows
-    /// checked first); an edit's error is reported with `kind`.
+    /// Applies `edit` to the stored map for each of `entries`; an edit's
+    /// error is reported as `refused` makes it.
     fn edit_entries(
         &self,
-        rows: &[ShardRow],
-        kind: ErrorKind,
+        entries: Vec<ShardEntry>,
+        refused: fn(String) -> ServiceError,
         edit: impl Fn(&mut ShardMap, ShardEntry) -> Result<(), String>,
-    ) -> Result<usize, ControlError> {
-        let entries = rows
-            .iter()
-            .map(ShardEntry::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
+    ) -> Result<usize, ServiceError> {
         self.edit_map(|map| {
-            for e in entries.iter().cloned() {
-                edit(map, e).map_err(|m| ControlError::new(kind, m))?;
+            let n = entries.len();
+            for e in entries {
+                edit(map, e).map_err(refused)?;
             }
-            Ok(entries.len())
+            Ok(n)
         })
     }
 
-    fn read_map(&self) -> Result<ShardMap, ControlError> {
+    /// The stored shard map (`shard list`), created from
+    /// `shard_filter.map_file` when the catalog has none yet.
+    ///
+    /// # Errors
+    /// [`ServiceError::Unsupported`] for an extractor-role service;
+    /// [`ServiceError::Failed`] when the replica or the map file cannot be
+    /// read.
+    pub fn shard_map(&self) -> Result<ShardMap, ServiceError> {
         self.edit_map(|_| Ok(0))?;
         Ok(self
             .map_updates
@@ -603,8 +593,8 @@ impl Service {
     /// for this call when offline.
     fn with_queue<T>(
         &self,
-        f: impl FnOnce(&TransactionQueue) -> Result<T, ControlError>,
-    ) -> Result<T, ControlError> {
+        f: impl FnOnce(&TransactionQueue) -> Result<T, ServiceError>,
+    ) -> Result<T, ServiceError> {
         let open = self
             .lock()
             .run
@@ -673,7 +663,9 @@ fn pending_error(error: &RunError) -> PendingError {
     }
 }
 
-fn applied_summary(rows: &[RestartRow]) -> (Option<u64>, Option<String>) {
+/// The seqno every channel's restart row has reached (the lowest) and
+/// that row's binlog position; `None` while a channel has none.
+fn applied_summary(rows: &[RestartRow]) -> (Option<Seqno>, Option<String>) {
     let lowest = rows
         .iter()
         .filter(|r| r.seqno.is_some())
@@ -682,49 +674,42 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<u64>, Option<String>) {
         return (None, None);
     }
     let lowest = lowest.expect("checked");
-    (lowest.seqno.map(Seqno::get), Some(lowest.event_id.clone()))
+    (lowest.seqno, Some(lowest.event_id.clone()))
 }
 
-impl ControlHandler for Service {
-    fn status(&self) -> Result<Status, ControlError> {
+impl Service {
+    /// The service as `status` shows it: no database round trip (a `wait`
+    /// polls it).
+    pub fn status(&self) -> StatusSnapshot {
         let mut inner = self.lock();
         Self::refresh(&mut inner);
-        let mut status = Status::new(
-            self.config.service.name.clone(),
-            format!("{:?}", self.config.service.role).to_lowercase(),
-            inner.machine.state(),
-        );
-        status.channels = self.config.apply.channels;
-        status.uptime_seconds = self.started.elapsed().as_secs_f64();
-        status.time_in_state_seconds = inner.machine.time_in_state().as_secs_f64();
-        status.pending_error = inner.machine.pending_error().cloned();
-        status.until_seqno = inner.until_seqno;
-        status.offline_at_seqno = inner.offline_at_seqno;
-        status.last_offline_clean = inner.machine.last_offline_clean();
         let (seqno, event_id) = applied_summary(&inner.last_rows);
-        status.applied_last_seqno = seqno;
-        status.applied_last_event_id = event_id;
         let (dropped, barriers, _) = inner.totals;
-        status.dropped_count = dropped;
-        status.serialization_count = barriers;
-        // The DBA's skips as recorded in the catalog (each counted once,
-        // however often a restarted run passes it again).
-        status.skipped_count = inner.skipped.len() as u64;
-        status.skipped_seqnos = (!inner.skipped.is_empty()).then(|| {
-            super::skip_ranges(&inner.skipped)
-                .iter()
-                .map(|r| {
-                    if r.start() == r.end() {
-                        r.start().to_string()
-                    } else {
-                        format!("{}-{}", r.start(), r.end())
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        });
-        status.minimum_stored_seq_no = inner.last_stored.0;
-        status.maximum_stored_seq_no = inner.last_stored.1;
+        let mut status = StatusSnapshot {
+            service_name: self.config.service.name.clone(),
+            role: self.config.service.role,
+            state: inner.machine.state(),
+            applied_last_seqno: seqno,
+            applied_last_event_id: event_id,
+            applied_latency: None,
+            relative_latency: None,
+            channels: self.config.apply.channels,
+            serialization_count: barriers,
+            dropped_count: dropped,
+            // The DBA's skips as recorded in the catalog (each counted
+            // once, however often a restarted run passes it again).
+            skipped_count: inner.skipped.len() as u64,
+            skipped_seqnos: super::skip_ranges(&inner.skipped),
+            open_temp_tables: 0,
+            minimum_stored_seqno: inner.last_stored.0,
+            maximum_stored_seqno: inner.last_stored.1,
+            pending_error: inner.machine.pending_error().cloned(),
+            until_seqno: inner.until_seqno,
+            offline_at_seqno: inner.offline_at_seqno,
+            last_offline_clean: inner.machine.last_offline_clean(),
+            uptime: self.started.elapsed(),
+            time_in_state: inner.machine.time_in_state(),
+        };
         if let Some(run) = &inner.run {
             let o = &run.observer;
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
@@ -733,14 +718,14 @@ impl ControlHandler for Service {
                 status.open_temp_tables = counters.open_temp_tables.load(Ordering::Acquire);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
-                status.minimum_stored_seq_no = queue.min_seqno().map(Seqno::get);
-                status.maximum_stored_seq_no = queue.max_seqno().map(Seqno::get);
+                status.minimum_stored_seqno = queue.min_seqno();
+                status.maximum_stored_seqno = queue.max_seqno();
             }
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
                 let applied = progress.minimum();
-                status.applied_last_seqno = applied.map(Seqno::get);
+                status.applied_last_seqno = applied;
                 // The event id of exactly that seqno: a channel's marker of
                 // this run, else the restart row a channel started the run
                 // at (a channel whose row was already there records no
@@ -775,10 +760,11 @@ impl ControlHandler for Service {
                 }
             }
         }
-        Ok(status)
+        status
     }
 
-    fn channel_status(&self) -> Result<Vec<ChannelStatus>, ControlError> {
+    /// Each channel as `status --name channels` shows it, channel order.
+    pub fn channel_status(&self) -> Vec<ChannelSnapshot> {
         let inner = self.lock();
         let progress = inner.run.as_ref().and_then(|r| {
             r.observer
@@ -798,17 +784,17 @@ impl ControlHandler for Service {
             let row = inner.last_rows.iter().find(|r| r.channel == c);
             let live = progress.as_ref().and_then(|p| p.marker(usize::from(c)));
             out.push(match live {
-                Some((m, latency)) => ChannelStatus {
+                Some((m, latency)) => ChannelSnapshot {
                     channel: c,
-                    applied_last_seqno: Some(m.seqno.get()),
+                    applied_last_seqno: Some(m.seqno),
                     applied_last_event_id: Some(m.event_id.clone()),
                     applied_latency: Some(latency),
                     applied_count: applied_count(c),
                     shard_id: Some(m.shard_id.clone()),
                 },
-                None => ChannelStatus {
+                None => ChannelSnapshot {
                     channel: c,
-                    applied_last_seqno: row.and_then(|r| r.seqno).map(Seqno::get),
+                    applied_last_seqno: row.and_then(|r| r.seqno),
                     applied_last_event_id: row.map(|r| r.event_id.clone()),
                     applied_latency: None,
                     applied_count: applied_count(c),
@@ -816,11 +802,17 @@ impl ControlHandler for Service {
                 },
             });
         }
-        Ok(out)
+        out
     }
 
-    fn shard_status(&self) -> Result<Vec<ShardStatus>, ControlError> {
-        let map = self.read_map()?;
+    /// Each shard of the map, and each shard a foreign key joins to one,
+    /// as `status --name shards` shows it, shard id order.
+    ///
+    /// # Errors
+    /// As [`Service::shard_map`]; [`ServiceError::Failed`] when the
+    /// channel assignment of the configuration is refused.
+    pub fn shard_status(&self) -> Result<Vec<ShardSnapshot>, ServiceError> {
+        let map = self.shard_map()?;
         let assignment = ChannelAssignment::from_config(&self.config.apply)
             .map_err(|e| failed(e.to_string()))?;
         let (progress, groups) = {
@@ -850,15 +842,10 @@ impl ControlHandler for Service {
             .map(|shard_id| {
                 let applied = progress.as_ref().and_then(|p| p.shard_applied(&shard_id));
                 let group = groups.group_of(&shard_id);
-                ShardStatus {
-                    channel: group
-                        .map_or_else(|| assignment.channel_of(&shard_id), |g| g.channel)
-                        .get(),
+                ShardSnapshot {
+                    channel: group.map_or_else(|| assignment.channel_of(&shard_id), |g| g.channel),
                     critical: assignment.is_critical(&shard_id, &map),
-                    applied_last_seqno: applied.as_ref().map(|a| a.seqno.get()),
-                    applied_last_event_id: applied.as_ref().map(|a| a.event_id.clone()),
-                    applied_latency: applied.as_ref().map(|a| a.latency),
-                    event_count: applied.map_or(0, |a| a.count),
+                    applied,
                     foreign_key_group: group.map(|g| g.shards.clone()).unwrap_or_default(),
                     serialized_reason: group.map(|g| g.reason()),
                     shard_id,
@@ -867,51 +854,65 @@ impl ControlHandler for Service {
             .collect())
     }
 
-    fn queue_status(&self) -> Result<Value, ControlError> {
-        self.log_info()
-    }
-
-    fn online(&self, request: OnlineRequest) -> Result<Value, ControlError> {
-        let state = self.go_online(request.skip_seqnos, request.until_seqno)?;
-        Ok(json!({ "state": state }))
-    }
-
-    fn offline(&self, request: OfflineRequest) -> Result<Value, ControlError> {
-        let state = self.go_offline(request.immediate, request.at_seqno)?;
-        Ok(json!({ "state": state, "offlineAtSeqno": request.at_seqno }))
-    }
-
-    fn shard_list(&self) -> Result<Vec<ShardRow>, ControlError> {
-        Ok(self.read_map()?.iter().map(ShardRow::from).collect())
-    }
-
-    fn shard_insert(&self, rows: Vec<ShardRow>) -> Result<usize, ControlError> {
-        self.edit_entries(&rows, ErrorKind::Invalid, |map, e| {
+    /// `shard insert`: adds the shards, all or none; returns how many.
+    ///
+    /// # Errors
+    /// [`ServiceError::Invalid`] when the map refuses one (a duplicate);
+    /// as [`Service::shard_map`].
+    pub fn insert_shards(&self, entries: Vec<ShardEntry>) -> Result<usize, ServiceError> {
+        self.edit_entries(entries, ServiceError::Invalid, |map, e| {
             map.insert(e).map_err(|e| e.to_string())
         })
     }
 
-    fn shard_update(&self, rows: Vec<ShardRow>) -> Result<usize, ControlError> {
-        self.edit_entries(&rows, ErrorKind::NotFound, |map, e| {
+    /// `shard update`: replaces existing shards, all or none; returns
+    /// how many.
+    ///
+    /// # Errors
+    /// [`ServiceError::NotFound`] for a shard not in the map; as
+    /// [`Service::shard_map`].
+    pub fn update_shards(&self, entries: Vec<ShardEntry>) -> Result<usize, ServiceError> {
+        self.edit_entries(entries, ServiceError::NotFound, |map, e| {
             map.update(e).map(drop).map_err(|e| e.to_string())
         })
     }
 
-    fn shard_delete(&self, ids: Vec<String>) -> Result<usize, ControlError> {
+    /// `shard delete`: removes the shards, all or none; returns how many.
+    ///
+    /// # Errors
+    /// [`ServiceError::NotFound`] for a shard not in the map; as
+    /// [`Service::shard_map`].
+    pub fn delete_shards(&self, ids: &[String]) -> Result<usize, ServiceError> {
         self.edit_map(|map| {
-            for id in &ids {
+            for id in ids {
                 map.delete(id)
-                    .map_err(|e| ControlError::new(ErrorKind::NotFound, e.to_string()))?;
+                    .map_err(|e| ServiceError::NotFound(e.to_string()))?;
             }
             Ok(ids.len())
         })
     }
 
-    fn shard_delete_all(&self) -> Result<usize, ControlError> {
+    /// `shard delete-all`: empties the shard map; returns how many shards
+    /// it had.
+    ///
+    /// # Errors
+    /// As [`Service::shard_map`].
+    pub fn delete_all_shards(&self) -> Result<usize, ServiceError> {
         self.edit_map(|map| Ok(map.delete_all()))
     }
 
-    fn log_list(&self, low: Option<u64>, high: Option<u64>) -> Result<Vec<LogEntry>, ControlError> {
+    /// `log list`: the stored transactions from `low` to `high` inclusive
+    /// (defaults: the lowest and highest stored), seqno order.
+    ///
+    /// # Errors
+    /// [`ServiceError::Invalid`] for a range of more than
+    /// [`LOG_LIST_MAX`] seqnos; [`ServiceError::Failed`] when the queue
+    /// cannot be read.
+    pub fn log_list(
+        &self,
+        low: Option<u64>,
+        high: Option<u64>,
+    ) -> Result<Vec<Transaction>, ServiceError> {
         self.with_queue(|queue| {
             let (Some(min), Some(max)) = (queue.min_seqno(), queue.max_seqno()) else {
                 return Ok(Vec::new());
@@ -919,56 +920,52 @@ impl ControlHandler for Service {
             let low = low.unwrap_or(min.get()).max(min.get());
             let high = high.unwrap_or(max.get()).min(max.get());
             if high >= low && high - low >= LOG_LIST_MAX {
-                return Err(ControlError::new(
-                    ErrorKind::Invalid,
-                    format!(
-                        "log list of seqnos {low}..={high} is more than {LOG_LIST_MAX} transactions: \
+                return Err(ServiceError::Invalid(format!(
+                    "log list of seqnos {low}..={high} is more than {LOG_LIST_MAX} transactions: \
                          name a smaller range with --low/--high"
-                    ),
-                ));
+                )));
             }
             let mut out = Vec::new();
             for seqno in low..=high {
-                if let Some(txn) = queue
-                    .get(Seqno(seqno))
-                    .map_err(|e| failed(e.to_string()))?
-                {
-                    out.push(LogEntry::of(&txn));
+                if let Some(txn) = queue.get(Seqno(seqno)).map_err(|e| failed(e.to_string()))? {
+                    out.push(txn);
                 }
             }
             Ok(out)
         })
     }
 
-    fn log_info(&self) -> Result<Value, ControlError> {
-        self.with_queue(|queue| {
-            let info = queue.info().map_err(|e| failed(e.to_string()))?;
-            Ok(json!({
-                "dir": info.dir.display().to_string(),
-                "minSeqno": info.min_seqno.map(Seqno::get),
-                "maxSeqno": info.max_seqno.map(Seqno::get),
-                "count": info.count,
-                "durableSeqno": info.durable_seqno.map(Seqno::get),
-                "sizeBytes": info.size_bytes,
-                "segments": info.segments.len(),
-                "extractorPosition": info.progress.as_ref().map(|p| p.position.to_string()),
-                "extractorGtidPosition": info.progress.as_ref().map(|p| p.gtid_position.to_string()),
-            }))
-        })
+    /// `log info`: the queue's summary (the running pipeline's queue, or
+    /// the queue opened for this call when offline).
+    ///
+    /// # Errors
+    /// [`ServiceError::Failed`] when the queue cannot be opened or read.
+    pub fn queue_info(&self) -> Result<QueueInfo, ServiceError> {
+        self.with_queue(|queue| queue.info().map_err(|e| failed(e.to_string())))
     }
 
-    fn handback(&self, start_slave: bool) -> Result<Value, ControlError> {
+    /// `handback`: points the replica's native replication at the
+    /// position after the last applied transaction (every restart row at
+    /// one seqno), optionally `START SLAVE`, then forgets the queue,
+    /// restart rows and recorded skips.
+    ///
+    /// # Errors
+    /// [`ServiceError::IllegalState`] when the state, an unclean stop, the
+    /// restart rows or a started DDL refuse it;
+    /// [`ServiceError::Unsupported`] for an extractor-role service;
+    /// [`ServiceError::Failed`] when the replica or the file system fails.
+    pub fn handback(&self, start_slave: bool) -> Result<HandedBack, ServiceError> {
         self.needs_replica("handback")?;
         let mut inner = self.lock();
         let state = inner.machine.state();
         if !state.is_offline() || inner.run.is_some() {
-            return Err(ControlError::illegal_state(format!(
+            return Err(ServiceError::illegal_state(format!(
                 "handback needs OFFLINE:NORMAL after a clean offline, or OFFLINE:ERROR with \
                  every channel at one seqno; the service is {state}"
             )));
         }
         if let Some(reason) = &inner.unclean {
-            return Err(ControlError::illegal_state(format!(
+            return Err(ServiceError::illegal_state(format!(
                 "{reason}: go online, then offline without --immediate, then hand back"
             )));
         }
@@ -994,7 +991,7 @@ impl ControlHandler for Service {
                     .await
                     .map_err(|e| failed(e.to_string()))?
                 {
-                    return Err(ControlError::illegal_state(format!(
+                    return Err(ServiceError::illegal_state(format!(
                         "channel {} started the DDL of seqno {ddl} but did not record it: go \
                          online (the channel completes it), then offline, then hand back",
                         row.channel
@@ -1028,15 +1025,13 @@ impl ControlHandler for Service {
                 .await
                 .map_err(|e| failed(format!("clearing the recorded skips: {e}")))?;
             let _ = conn.disconnect().await;
-            Ok::<_, ControlError>(json!({
-                "seqno": seqno.map(Seqno::get),
-                "masterLogFile": point.file,
-                "masterLogPos": point.pos,
-                "gtidSlavePos": point.gtid_pos,
-                "useGtid": use_gtid,
-                "slaveStarted": start_slave,
-                "statements": report.statements,
-            }))
+            Ok::<_, ServiceError>(HandedBack {
+                seqno,
+                point,
+                use_gtid,
+                slave_started: start_slave,
+                statements: report.statements,
+            })
         })??;
         // The queue belongs to the handed-back run: remove it.
         let dir = &self.config.queue.dir;
@@ -1051,30 +1046,34 @@ impl ControlHandler for Service {
             // Handed back at a consistent position: the error is dealt with.
             let _ = inner.machine.apply(Event::Offline);
         }
-        tracing::info!(point = %result, "handed back to native replication");
         Ok(result)
     }
 
-    fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
+    /// `reset`: removes the service's queue, restart rows and recorded
+    /// skips without touching native replication (the way out when the
+    /// source cannot continue).
+    ///
+    /// # Errors
+    /// [`ServiceError::Invalid`] unless `confirm` is the service's name;
+    /// [`ServiceError::IllegalState`] unless it is offline with no run;
+    /// [`ServiceError::Failed`] when the replica or the file system fails.
+    pub fn reset(&self, confirm: &str) -> Result<ResetDone, ServiceError> {
         let mut inner = self.lock();
         let name = &self.config.service.name;
         let catalog = self.config.catalog_schema();
         let dir = self.config.queue.dir.clone();
         if confirm != name {
-            return Err(ControlError::new(
-                ErrorKind::Invalid,
-                format!(
-                    "reset removes the queue {} and the restart rows and recorded skips in \
+            return Err(ServiceError::Invalid(format!(
+                "reset removes the queue {} and the restart rows and recorded skips in \
                      {catalog} on the replica {}:{}: confirm with --confirm {name}",
-                    dir.display(),
-                    self.config.replica.host,
-                    self.config.replica.port
-                ),
-            ));
+                dir.display(),
+                self.config.replica.host,
+                self.config.replica.port
+            )));
         }
         let state = inner.machine.state();
         if !state.is_offline() || inner.run.is_some() {
-            return Err(ControlError::illegal_state(format!(
+            return Err(ServiceError::illegal_state(format!(
                 "reset needs the service offline (OFFLINE:NORMAL or OFFLINE:ERROR); it is \
                  {state}: shardrepctl offline first"
             )));
@@ -1116,7 +1115,7 @@ impl ControlHandler for Service {
                 .await
                 .map_err(|e| failed(format!("reset: clearing the recorded skips: {e}")))?;
             let _ = conn.disconnect().await;
-            Ok::<_, ControlError>((rows, skips))
+            Ok::<_, ServiceError>((rows, skips))
         })??;
         let queue_removed = dir.exists();
         if queue_removed {
@@ -1138,12 +1137,12 @@ impl ControlHandler for Service {
             "reset: the service's queue, restart rows and recorded skips are removed; the next \
              online takes over afresh or starts at source.start"
         );
-        Ok(json!({
-            "state": inner.machine.state(),
-            "queueRemoved": queue_removed.then(|| dir.display().to_string()),
-            "restartRowsDeleted": rows,
-            "skippedDeleted": skips,
-        }))
+        Ok(ResetDone {
+            state: inner.machine.state(),
+            queue_removed: queue_removed.then_some(dir),
+            restart_rows_deleted: rows,
+            skipped_deleted: skips,
+        })
     }
 }
 
@@ -1199,14 +1198,14 @@ fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) 
 /// ([`restart::record_start`]): that position, seqno `None`.
 ///
 /// # Errors
-/// [`ErrorKind::IllegalState`] when there are no rows, the rows differ,
+/// [`ServiceError::IllegalState`] when there are no rows, the rows differ,
 /// or nothing was applied and no takeover position is recorded.
 fn handback_position(
     rows: &[RestartRow],
     name: &str,
-) -> Result<(Option<Seqno>, BinlogPosition, Option<GtidPos>), ControlError> {
+) -> Result<(Option<Seqno>, BinlogPosition, Option<GtidPos>), ServiceError> {
     let first = rows.first().cloned().ok_or_else(|| {
-        ControlError::illegal_state("nothing to hand back: the service has no restart position")
+        ServiceError::illegal_state("nothing to hand back: the service has no restart position")
     })?;
     let equal = rows
         .iter()
@@ -1216,7 +1215,7 @@ fn handback_position(
             .iter()
             .map(|r| r.seqno.map_or("-".into(), |s| s.to_string()))
             .collect();
-        return Err(ControlError::illegal_state(format!(
+        return Err(ServiceError::illegal_state(format!(
             "the channels' restart rows are at different seqnos ({}): the last stop was not \
              clean. Go online (after fixing what failed, or with --skip-seqno), then offline \
              without --immediate, then hand back; if the source cannot continue, \
@@ -1226,7 +1225,7 @@ fn handback_position(
         )));
     }
     if first.event_id.is_empty() {
-        return Err(ControlError::illegal_state(format!(
+        return Err(ServiceError::illegal_state(format!(
             "nothing to hand back: no channel applied anything and no takeover position is \
              recorded (the service started at source.start), so native replication is still \
              where it was; `shardrepctl reset --confirm {name}` forgets this service"
@@ -1312,135 +1311,4 @@ impl QueryNoLog for mysql_async::Conn {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
-        RestartRow {
-            channel,
-            seqno: seqno.map(Seqno),
-            epoch: 0,
-            event_id: event_id.into(),
-            gtid: if event_id.is_empty() {
-                String::new()
-            } else {
-                "0-1-7".into()
-            },
-            shard_id: String::new(),
-        }
-    }
-
-    #[test]
-    fn handback_position_from_the_rows() {
-        let at = "mariadb-bin.000002:610";
-        let (seqno, position, gtid) =
-            handback_position(&[row(0, Some(9), at), row(1, Some(9), at)], "sjc").unwrap();
-        assert_eq!(seqno, Some(Seqno(9)));
-        assert_eq!(position.to_string(), at);
-        assert_eq!(gtid.map(|g| g.to_string()).as_deref(), Some("0-1-7"));
-        // Nothing applied since the takeover: its position, no seqno.
-        let (seqno, position, _) =
-            handback_position(&[row(0, None, at), row(1, None, at)], "sjc").unwrap();
-        assert_eq!((seqno, position.to_string().as_str()), (None, at));
-        let differ =
-            handback_position(&[row(0, Some(8), at), row(1, Some(9), at)], "sjc").unwrap_err();
-        assert!(
-            differ
-                .message
-                .starts_with("the channels' restart rows are at different seqnos (8,9)"),
-            "{}",
-            differ.message
-        );
-        assert!(differ.message.contains("`shardrepctl reset --confirm sjc`"));
-        let none = handback_position(&[row(0, None, ""), row(1, None, "")], "sjc").unwrap_err();
-        assert!(
-            none.message.contains("no takeover position"),
-            "{}",
-            none.message
-        );
-        let empty = handback_position(&[], "sjc").unwrap_err();
-        assert!(empty.message.contains("no restart position"));
-    }
-
-    #[test]
-    fn every_error_of_the_source_names_a_way_out() {
-        let at = "mariadb-bin.000002:610";
-        let rows = [row(0, Some(9), at), row(1, Some(9), at)];
-        let purged = RunError::Extract {
-            message: "binlog purged".into(),
-            code: Some(1236),
-        };
-        let text = way_out(&purged, &rows, "sjc");
-        assert!(
-            text.contains(
-                "Re-seed the replica from the master, then `shardrepctl reset --confirm sjc`"
-            ),
-            "{text}"
-        );
-        assert!(!text.contains("handback"), "{text}");
-        let other = RunError::Extract {
-            message: "XA PREPARE".into(),
-            code: None,
-        };
-        let text = way_out(&other, &rows, "sjc");
-        assert!(
-            text.contains(
-                "`shardrepctl handback` hands the replica back to native replication at the \
-                 applied position (seqno 9, binlog position mariadb-bin.000002:610)"
-            ),
-            "{text}"
-        );
-        let uneven = [row(0, Some(8), at), row(1, Some(9), at)];
-        let text = way_out(&other, &uneven, "sjc");
-        assert!(!text.contains("handback"), "{text}");
-        assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
-    }
-
-    fn apply_error(code: u16, message: &str) -> RunError {
-        RunError::Apply(crate::scheduler::SchedulerError::Apply(
-            crate::applier::channel::ApplyError {
-                channel: 1,
-                seqno: 7,
-                event_id: "mariadb-bin.000002:610".into(),
-                shard: "s".into(),
-                sql: "INSERT".into(),
-                code,
-                message: message.into(),
-            },
-        ))
-    }
-
-    #[test]
-    fn a_transient_error_never_advises_a_skip() {
-        let at = "mariadb-bin.000002:610";
-        let rows = [row(0, Some(6), at)];
-        for (code, message) in [
-            (2013, "Lost connection to server during query"),
-            (2006, "MySQL server has gone away"),
-            (2003, "Can't connect"),
-            (2002, "Can't connect through socket"),
-            (1205, "Lock wait timeout exceeded"),
-            (1213, "Deadlock found"),
-            (0, "Input/output error: Connection refused (os error 111)"),
-            (0, "Connection to the server is closed"),
-        ] {
-            let text = way_out(&apply_error(code, message), &rows, "sjc");
-            assert_eq!(
-                text,
-                ". Way out: the replica did not answer within the retries; when it answers \
-                 again, `shardrepctl online` (nothing is lost: the service resumes at the \
-                 restart rows)",
-                "{code} {message}"
-            );
-            assert!(!text.contains("skip"), "{text}");
-        }
-        let text = way_out(&apply_error(1062, "Duplicate entry"), &rows, "sjc");
-        assert!(
-            text.contains("`shardrepctl online --skip-seqno 7`"),
-            "{text}"
-        );
-        let message =
-            crate::applier::ddl_replay::unsafe_replay_message(7, at, "RENAME TABLE a TO b", false);
-        assert_eq!(way_out(&apply_error(0, &message), &rows, "sjc"), "");
-    }
-}
+mod tests;

@@ -1,0 +1,230 @@
+//! The status views of the control protocol, assembled from what the
+//! service reports ([`crate::replicator::service::report`]): `status`
+//! ([`Status`], trepctl's field names), `status --name channels|shards`
+//! ([`ChannelStatus`], [`ShardStatus`]) and `status --name queue` / `log
+//! info` (a JSON object).
+
+use serde_json::{json, Value};
+
+use super::protocol::{ChannelStatus, ShardStatus, Status};
+use crate::position::Seqno;
+use crate::queue::QueueInfo;
+use crate::replicator::service::{ChannelSnapshot, ShardSnapshot, StatusSnapshot};
+
+/// `status`: every key of [`Status`] from the service's snapshot.
+pub fn status(s: StatusSnapshot) -> Status {
+    let mut status = Status::new(s.service_name, s.role.as_str(), s.state);
+    status.applied_last_seqno = s.applied_last_seqno.map(Seqno::get);
+    status.applied_last_event_id = s.applied_last_event_id;
+    status.applied_latency = s.applied_latency;
+    status.relative_latency = s.relative_latency;
+    status.channels = s.channels;
+    status.serialization_count = s.serialization_count;
+    status.dropped_count = s.dropped_count;
+    status.skipped_count = s.skipped_count;
+    status.skipped_seqnos = seqno_ranges(&s.skipped_seqnos);
+    status.open_temp_tables = s.open_temp_tables;
+    status.minimum_stored_seq_no = s.minimum_stored_seqno.map(Seqno::get);
+    status.maximum_stored_seq_no = s.maximum_stored_seqno.map(Seqno::get);
+    status.pending_error = s.pending_error;
+    status.until_seqno = s.until_seqno;
+    status.offline_at_seqno = s.offline_at_seqno;
+    status.last_offline_clean = s.last_offline_clean;
+    status.uptime_seconds = s.uptime.as_secs_f64();
+    status.time_in_state_seconds = s.time_in_state.as_secs_f64();
+    status
+}
+
+/// `skippedSeqnos`: ranges as `N[,M-K...]` (the text `online
+/// --skip-seqno` takes); `None` for no range.
+fn seqno_ranges(ranges: &[std::ops::RangeInclusive<u64>]) -> Option<String> {
+    (!ranges.is_empty()).then(|| {
+        ranges
+            .iter()
+            .map(|r| {
+                if r.start() == r.end() {
+                    r.start().to_string()
+                } else {
+                    format!("{}-{}", r.start(), r.end())
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// One entry of `status --name channels`.
+pub fn channel(c: ChannelSnapshot) -> ChannelStatus {
+    ChannelStatus {
+        channel: c.channel,
+        applied_last_seqno: c.applied_last_seqno.map(Seqno::get),
+        applied_last_event_id: c.applied_last_event_id,
+        applied_latency: c.applied_latency,
+        applied_count: c.applied_count,
+        shard_id: c.shard_id,
+    }
+}
+
+/// One entry of `status --name shards`.
+pub fn shard(s: ShardSnapshot) -> ShardStatus {
+    let applied = s.applied;
+    ShardStatus {
+        shard_id: s.shard_id,
+        channel: s.channel.get(),
+        critical: s.critical,
+        applied_last_seqno: applied.as_ref().map(|a| a.seqno.get()),
+        applied_last_event_id: applied.as_ref().map(|a| a.event_id.clone()),
+        applied_latency: applied.as_ref().map(|a| a.latency),
+        event_count: applied.map_or(0, |a| a.count),
+        foreign_key_group: s.foreign_key_group,
+        serialized_reason: s.serialized_reason,
+    }
+}
+
+/// `status --name queue` and `log info`: the queue's summary.
+pub fn queue(info: &QueueInfo) -> Value {
+    json!({
+        "dir": info.dir.display().to_string(),
+        "minSeqno": info.min_seqno.map(Seqno::get),
+        "maxSeqno": info.max_seqno.map(Seqno::get),
+        "count": info.count,
+        "durableSeqno": info.durable_seqno.map(Seqno::get),
+        "sizeBytes": info.size_bytes,
+        "segments": info.segments.len(),
+        "extractorPosition": info.progress.as_ref().map(|p| p.position.to_string()),
+        "extractorGtidPosition": info.progress.as_ref().map(|p| p.gtid_position.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::applier::channel::ShardApplied;
+    use crate::config::Role;
+    use crate::position::ChannelId;
+    use crate::replicator::state::{PendingError, State};
+    use std::time::Duration;
+
+    #[test]
+    fn status_from_a_snapshot() {
+        let mut error = PendingError::new("channel 1 failed");
+        error.seqno = Some(8);
+        let snapshot = StatusSnapshot {
+            service_name: "sjc".into(),
+            role: Role::Extractor,
+            state: State::OfflineError,
+            applied_last_seqno: Some(Seqno(7)),
+            applied_last_event_id: Some("mariadb-bin.000002:610".into()),
+            applied_latency: Some(0.25),
+            relative_latency: Some(1.5),
+            channels: 4,
+            serialization_count: 3,
+            dropped_count: 2,
+            skipped_count: 4,
+            skipped_seqnos: vec![9..=9, 11..=13],
+            open_temp_tables: 1,
+            minimum_stored_seqno: Some(Seqno(0)),
+            maximum_stored_seqno: Some(Seqno(20)),
+            pending_error: Some(error.clone()),
+            until_seqno: Some(30),
+            offline_at_seqno: Some(25),
+            last_offline_clean: true,
+            uptime: Duration::from_millis(2500),
+            time_in_state: Duration::from_millis(500),
+        };
+        let mut expected = Status::new("sjc", "extractor", State::OfflineError);
+        expected.applied_last_seqno = Some(7);
+        expected.applied_last_event_id = Some("mariadb-bin.000002:610".into());
+        expected.applied_latency = Some(0.25);
+        expected.relative_latency = Some(1.5);
+        expected.channels = 4;
+        expected.serialization_count = 3;
+        expected.dropped_count = 2;
+        expected.skipped_count = 4;
+        expected.skipped_seqnos = Some("9,11-13".into());
+        expected.open_temp_tables = 1;
+        expected.minimum_stored_seq_no = Some(0);
+        expected.maximum_stored_seq_no = Some(20);
+        expected.pending_error = Some(error);
+        expected.until_seqno = Some(30);
+        expected.offline_at_seqno = Some(25);
+        expected.last_offline_clean = true;
+        expected.uptime_seconds = 2.5;
+        expected.time_in_state_seconds = 0.5;
+        assert_eq!(status(snapshot), expected);
+    }
+
+    #[test]
+    fn channel_and_shard_views() {
+        let c = channel(ChannelSnapshot {
+            channel: 2,
+            applied_last_seqno: Some(Seqno(5)),
+            applied_last_event_id: Some("b.000001:400".into()),
+            applied_latency: None,
+            applied_count: 6,
+            shard_id: Some("acme".into()),
+        });
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({
+                "channel": 2,
+                "appliedLastSeqno": 5,
+                "appliedLastEventId": "b.000001:400",
+                "appliedLatency": null,
+                "appliedCount": 6,
+                "shardId": "acme",
+            })
+        );
+        let applied = ShardApplied {
+            seqno: Seqno(5),
+            event_id: "b.000001:400".into(),
+            latency: 0.5,
+            count: 3,
+        };
+        let s = shard(ShardSnapshot {
+            shard_id: "acme".into(),
+            channel: ChannelId::new(1, 2).unwrap(),
+            critical: true,
+            applied: Some(applied),
+            foreign_key_group: Vec::new(),
+            serialized_reason: None,
+        });
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            json!({
+                "shardId": "acme",
+                "channel": 1,
+                "critical": true,
+                "appliedLastSeqno": 5,
+                "appliedLastEventId": "b.000001:400",
+                "appliedLatency": 0.5,
+                "eventCount": 3,
+            })
+        );
+        let idle = shard(ShardSnapshot {
+            shard_id: "b".into(),
+            channel: ChannelId::new(0, 2).unwrap(),
+            critical: false,
+            applied: None,
+            foreign_key_group: vec!["a".into(), "b".into()],
+            serialized_reason: Some("fk".into()),
+        });
+        assert_eq!(
+            (
+                idle.applied_last_seqno,
+                idle.event_count,
+                idle.foreign_key_group.len()
+            ),
+            (None, 0, 2)
+        );
+    }
+
+    #[test]
+    fn skipped_seqnos_as_ranges() {
+        assert_eq!(seqno_ranges(&[]), None);
+        assert_eq!(
+            seqno_ranges(&[3..=3, 5..=7, 9..=9]).as_deref(),
+            Some("3,5-7,9")
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! What the [`Service`](super::Service) reports: its status and the
+//! outcome of a handback or reset, as typed values. The control layer
+//! turns them into the protocol's results (trepctl's field names, JSON).
+
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::applier::channel::ShardApplied;
+use crate::config::Role;
+use crate::position::{ChannelId, Seqno};
+use crate::replica::HandbackPoint;
+use crate::replicator::state::{PendingError, State};
+
+/// The service as `status` shows it. Cheap to take: counters and the last
+/// restart rows, no database round trip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusSnapshot {
+    /// `service.name` of the configuration.
+    pub service_name: String,
+    /// `service.role` of the configuration.
+    pub role: Role,
+    /// The current state.
+    pub state: State,
+    /// The highest seqno every channel has committed (the minimum of the
+    /// restart rows, or of the running channels' progress).
+    pub applied_last_seqno: Option<Seqno>,
+    /// The binlog position (`file:pos`) after that transaction.
+    pub applied_last_event_id: Option<String>,
+    /// Seconds from the master's commit to the replica's commit of that
+    /// transaction (while a run applies).
+    pub applied_latency: Option<f64>,
+    /// Seconds from the master's commit of the newest applied transaction
+    /// to now (while a run applies).
+    pub relative_latency: Option<f64>,
+    /// The number of apply channels.
+    pub channels: u16,
+    /// Barriers taken since the service started.
+    pub serialization_count: u64,
+    /// Transactions dropped by the shard filter since the service started.
+    pub dropped_count: u64,
+    /// Seqnos recorded as skipped at the DBA's request.
+    pub skipped_count: u64,
+    /// Those seqnos as sorted ranges of consecutive seqnos.
+    pub skipped_seqnos: Vec<RangeInclusive<u64>>,
+    /// Temporary tables of master sessions open on the replica.
+    pub open_temp_tables: u64,
+    /// The lowest seqno in the queue.
+    pub minimum_stored_seqno: Option<Seqno>,
+    /// The highest seqno in the queue (the last extracted).
+    pub maximum_stored_seqno: Option<Seqno>,
+    /// The error of `OFFLINE:ERROR`.
+    pub pending_error: Option<PendingError>,
+    /// The pending `online --until-seqno`.
+    pub until_seqno: Option<u64>,
+    /// The pending `offline --at-seqno`.
+    pub offline_at_seqno: Option<u64>,
+    /// Whether the last offline ended with every restart row at the same
+    /// seqno.
+    pub last_offline_clean: bool,
+    /// Time since the service started.
+    pub uptime: Duration,
+    /// Time since the last state change.
+    pub time_in_state: Duration,
+}
+
+/// One channel as `status --name channels` shows it: its marker of the
+/// running run, else its restart row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelSnapshot {
+    /// The channel, 0..N-1.
+    pub channel: u16,
+    /// The seqno it last committed.
+    pub applied_last_seqno: Option<Seqno>,
+    /// That transaction's binlog position (`file:pos`).
+    pub applied_last_event_id: Option<String>,
+    /// Seconds, master commit to replica commit, of that transaction
+    /// (known while a run applies).
+    pub applied_latency: Option<f64>,
+    /// Transactions the channel committed in the running run.
+    pub applied_count: u64,
+    /// The shard of that transaction.
+    pub shard_id: Option<String>,
+}
+
+/// One shard as `status --name shards` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardSnapshot {
+    /// The shard id.
+    pub shard_id: String,
+    /// The channel its transactions are applied on (its foreign-key
+    /// group's, when in one).
+    pub channel: ChannelId,
+    /// Whether its transactions run alone.
+    pub critical: bool,
+    /// What the running run committed of it.
+    pub applied: Option<ShardApplied>,
+    /// The shards (this one included) that foreign keys on the replica
+    /// join to it; empty when none does.
+    pub foreign_key_group: Vec<String>,
+    /// Why that group is serialized; `None` when not in a group.
+    pub serialized_reason: Option<String>,
+}
+
+/// What a handback did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandedBack {
+    /// The seqno handed back after (`None`: nothing was applied since the
+    /// takeover, handed back at its position).
+    pub seqno: Option<Seqno>,
+    /// Where native replication now starts.
+    pub point: HandbackPoint,
+    /// Whether native replication uses the GTID position.
+    pub use_gtid: bool,
+    /// Whether `START SLAVE` was run.
+    pub slave_started: bool,
+    /// The statements run on the replica, in order (no secrets).
+    pub statements: Vec<String>,
+}
+
+/// What a reset removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetDone {
+    /// The state afterwards (`OFFLINE:NORMAL`).
+    pub state: State,
+    /// The queue directory, when there was one to remove.
+    pub queue_removed: Option<PathBuf>,
+    /// Restart rows deleted from the catalog.
+    pub restart_rows_deleted: u64,
+    /// Recorded skips deleted from the catalog.
+    pub skipped_deleted: u64,
+}
