@@ -59,21 +59,13 @@ impl ControlHandler for ServiceHandler {
     }
 
     fn channel_status(&self) -> Result<Vec<ChannelStatus>, ControlError> {
-        Ok(self
-            .service
-            .channel_status()
-            .into_iter()
-            .map(status::channel)
-            .collect())
+        let channels = self.service.channel_status();
+        Ok(channels.into_iter().map(status::channel).collect())
     }
 
     fn shard_status(&self) -> Result<Vec<ShardStatus>, ControlError> {
-        Ok(self
-            .service
-            .shard_status()?
-            .into_iter()
-            .map(status::shard)
-            .collect())
+        let shards = self.service.shard_status()?;
+        Ok(shards.into_iter().map(status::shard).collect())
     }
 
     fn queue_status(&self) -> Result<Value, ControlError> {
@@ -81,9 +73,11 @@ impl ControlHandler for ServiceHandler {
     }
 
     fn online(&self, request: OnlineRequest) -> Result<Value, ControlError> {
-        let state = self
-            .service
-            .go_online(request.skip_seqnos, request.until_seqno)?;
+        let OnlineRequest {
+            skip_seqnos,
+            until_seqno,
+        } = request;
+        let state = self.service.go_online(skip_seqnos, until_seqno)?;
         Ok(json!({ "state": state }))
     }
 
@@ -95,12 +89,8 @@ impl ControlHandler for ServiceHandler {
     }
 
     fn shard_list(&self) -> Result<Vec<ShardRow>, ControlError> {
-        Ok(self
-            .service
-            .shard_map()?
-            .iter()
-            .map(ShardRow::from)
-            .collect())
+        let map = self.service.shard_map()?;
+        Ok(map.iter().map(ShardRow::from).collect())
     }
 
     fn shard_insert(&self, rows: Vec<ShardRow>) -> Result<usize, ControlError> {
@@ -120,12 +110,8 @@ impl ControlHandler for ServiceHandler {
     }
 
     fn log_list(&self, low: Option<u64>, high: Option<u64>) -> Result<Vec<LogEntry>, ControlError> {
-        Ok(self
-            .service
-            .log_list(low, high)?
-            .iter()
-            .map(LogEntry::of)
-            .collect())
+        let transactions = self.service.log_list(low, high)?;
+        Ok(transactions.iter().map(LogEntry::of).collect())
     }
 
     fn log_info(&self) -> Result<Value, ControlError> {
