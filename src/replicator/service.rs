@@ -677,6 +677,9 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<Seqno>, Option<String>) {
     (lowest.seqno, Some(lowest.event_id.clone()))
 }
 
+/// The DBA's requests besides `online` and `offline`: status views, the
+/// shard map, the queue, handback and reset (served on the control socket
+/// by `crate::control::ServiceHandler`).
 impl Service {
     /// The service as `status` shows it: no database round trip (a `wait`
     /// polls it).
