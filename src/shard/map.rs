@@ -78,7 +78,7 @@ pub const SHARD_ID_MAX_CHARS: usize = 64;
 
 /// Longest service name, in characters (the `service.name` limit of the
 /// configuration).
-pub const SERVICE_NAME_MAX_CHARS: usize = 48;
+pub use crate::config::SERVICE_NAME_MAX_CHARS;
 
 /// The column names a header must contain.
 const COLUMNS: [&str; 3] = ["shard_id", "master", "critical"];
@@ -214,10 +214,7 @@ pub fn check_shard_id(id: &str) -> Result<(), String> {
 /// # Errors
 /// What is wrong, naming the name.
 pub fn check_service_name(name: &str) -> Result<(), String> {
-    let len = name.chars().count();
-    if (1..=SERVICE_NAME_MAX_CHARS).contains(&len)
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
+    if crate::config::is_service_name(name) {
         Ok(())
     } else {
         Err(format!(
