@@ -55,6 +55,17 @@ pub struct IntKey<T> {
     pub bounds: Bounds,
 }
 
+impl<T> IntKey<T> {
+    /// The key `key` with `default` and `bounds`.
+    pub const fn new(key: &'static str, default: T, bounds: Bounds) -> IntKey<T> {
+        IntKey {
+            key,
+            default,
+            bounds,
+        }
+    }
+}
+
 const PORT: Bounds = Bounds::new(1, 65_535);
 const POSITIVE: Bounds = Bounds::new(1, u64::MAX as i128);
 const NON_NEGATIVE: Bounds = Bounds::new(0, u64::MAX as i128);
@@ -70,43 +81,32 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const SOURCE_SERVER_ID: Bounds = Bounds::new(1, u32::MAX as i128);
 
 /// `source.port`.
-pub const SOURCE_PORT: IntKey<u16> = IntKey {
-    key: "source.port",
-    default: DEFAULT_PORT,
-    bounds: PORT,
-};
+pub const SOURCE_PORT: IntKey<u16> = IntKey::new("source.port", DEFAULT_PORT, PORT);
 /// `source.heartbeat_period_ms`: the largest period MariaDB accepts
 /// (`MASTER_HEARTBEAT_PERIOD` up to 4294967 s).
-pub const SOURCE_HEARTBEAT_PERIOD_MS: IntKey<u64> = IntKey {
-    key: "source.heartbeat_period_ms",
-    default: 1000,
-    bounds: Bounds::new(1, 4_294_967_000),
-};
+pub const SOURCE_HEARTBEAT_PERIOD_MS: IntKey<u64> = IntKey::new(
+    "source.heartbeat_period_ms",
+    1000,
+    Bounds::new(1, 4_294_967_000),
+);
 /// `source.connect_timeout_ms`.
-pub const SOURCE_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey {
-    key: "source.connect_timeout_ms",
-    default: DEFAULT_CONNECT_TIMEOUT_MS,
-    bounds: POSITIVE,
-};
+pub const SOURCE_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
+    "source.connect_timeout_ms",
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    POSITIVE,
+);
 /// `source.reconnect_max_backoff_ms`.
-pub const SOURCE_RECONNECT_MAX_BACKOFF_MS: IntKey<u64> = IntKey {
-    key: "source.reconnect_max_backoff_ms",
-    default: 30_000,
-    bounds: POSITIVE,
-};
+pub const SOURCE_RECONNECT_MAX_BACKOFF_MS: IntKey<u64> =
+    IntKey::new("source.reconnect_max_backoff_ms", 30_000, POSITIVE);
 
 /// `replica.port`.
-pub const REPLICA_PORT: IntKey<u16> = IntKey {
-    key: "replica.port",
-    default: DEFAULT_PORT,
-    bounds: PORT,
-};
+pub const REPLICA_PORT: IntKey<u16> = IntKey::new("replica.port", DEFAULT_PORT, PORT);
 /// `replica.connect_timeout_ms`.
-pub const REPLICA_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey {
-    key: "replica.connect_timeout_ms",
-    default: DEFAULT_CONNECT_TIMEOUT_MS,
-    bounds: POSITIVE,
-};
+pub const REPLICA_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
+    "replica.connect_timeout_ms",
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    POSITIVE,
+);
 /// `replica.sql_log_bin`.
 pub const REPLICA_SQL_LOG_BIN: bool = true;
 /// `replica.preserve_origin`.
@@ -115,42 +115,22 @@ pub const REPLICA_PRESERVE_ORIGIN: bool = false;
 pub const REPLICA_ALLOW_NATIVE_REPLICATION: bool = false;
 
 /// `queue.max_size_bytes`: 10 GiB.
-pub const QUEUE_MAX_SIZE_BYTES: IntKey<u64> = IntKey {
-    key: "queue.max_size_bytes",
-    default: 10 << 30,
-    bounds: POSITIVE,
-};
+pub const QUEUE_MAX_SIZE_BYTES: IntKey<u64> =
+    IntKey::new("queue.max_size_bytes", 10 << 30, POSITIVE);
 /// `queue.retention_seqnos`.
-pub const QUEUE_RETENTION_SEQNOS: IntKey<u64> = IntKey {
-    key: "queue.retention_seqnos",
-    default: 0,
-    bounds: NON_NEGATIVE,
-};
+pub const QUEUE_RETENTION_SEQNOS: IntKey<u64> =
+    IntKey::new("queue.retention_seqnos", 0, NON_NEGATIVE);
 /// `queue.segment_size_bytes`: 64 MiB.
-pub const QUEUE_SEGMENT_SIZE_BYTES: IntKey<u64> = IntKey {
-    key: "queue.segment_size_bytes",
-    default: 64 << 20,
-    bounds: POSITIVE,
-};
+pub const QUEUE_SEGMENT_SIZE_BYTES: IntKey<u64> =
+    IntKey::new("queue.segment_size_bytes", 64 << 20, POSITIVE);
 /// `queue.flush_interval_ms`.
-pub const QUEUE_FLUSH_INTERVAL_MS: IntKey<u64> = IntKey {
-    key: "queue.flush_interval_ms",
-    default: 100,
-    bounds: POSITIVE,
-};
+pub const QUEUE_FLUSH_INTERVAL_MS: IntKey<u64> =
+    IntKey::new("queue.flush_interval_ms", 100, POSITIVE);
 /// `queue.flush_bytes`: 4 MiB.
-pub const QUEUE_FLUSH_BYTES: IntKey<u64> = IntKey {
-    key: "queue.flush_bytes",
-    default: 4 << 20,
-    bounds: POSITIVE,
-};
+pub const QUEUE_FLUSH_BYTES: IntKey<u64> = IntKey::new("queue.flush_bytes", 4 << 20, POSITIVE);
 
 /// `apply.channels`.
-pub const APPLY_CHANNELS: IntKey<u16> = IntKey {
-    key: "apply.channels",
-    default: 8,
-    bounds: Bounds::new(1, 256),
-};
+pub const APPLY_CHANNELS: IntKey<u16> = IntKey::new("apply.channels", 8, Bounds::new(1, 256));
 /// `apply.block_commit_txns`. The default was chosen from a sweep (1, 10,
 /// 25, 50, 100, 200, 400) on the quick catch-up backlog (`bench/catchup`,
 /// 8 schemas, 11,770 transactions, two rounds): at
@@ -159,41 +139,23 @@ pub const APPLY_CHANNELS: IntKey<u16> = IntKey {
 /// =2 every size from 10 up was within the noise (3,300-4,200/s). The
 /// smallest size on that plateau keeps blocks short, which shortens a
 /// retry and the time row locks are held.
-pub const APPLY_BLOCK_COMMIT_TXNS: IntKey<u32> = IntKey {
-    key: "apply.block_commit_txns",
-    default: 100,
-    bounds: POSITIVE_U32,
-};
+pub const APPLY_BLOCK_COMMIT_TXNS: IntKey<u32> =
+    IntKey::new("apply.block_commit_txns", 100, POSITIVE_U32);
 /// `apply.block_commit_interval_ms`.
-pub const APPLY_BLOCK_COMMIT_INTERVAL_MS: IntKey<u64> = IntKey {
-    key: "apply.block_commit_interval_ms",
-    default: 0,
-    bounds: NON_NEGATIVE,
-};
+pub const APPLY_BLOCK_COMMIT_INTERVAL_MS: IntKey<u64> =
+    IntKey::new("apply.block_commit_interval_ms", 0, NON_NEGATIVE);
 /// `apply.sync_interval_seqnos`.
-pub const APPLY_SYNC_INTERVAL_SEQNOS: IntKey<u64> = IntKey {
-    key: "apply.sync_interval_seqnos",
-    default: 1000,
-    bounds: POSITIVE,
-};
+pub const APPLY_SYNC_INTERVAL_SEQNOS: IntKey<u64> =
+    IntKey::new("apply.sync_interval_seqnos", 1000, POSITIVE);
 /// `apply.max_in_flight_bytes`: 64 MiB.
-pub const APPLY_MAX_IN_FLIGHT_BYTES: IntKey<u64> = IntKey {
-    key: "apply.max_in_flight_bytes",
-    default: 64 << 20,
-    bounds: POSITIVE,
-};
+pub const APPLY_MAX_IN_FLIGHT_BYTES: IntKey<u64> =
+    IntKey::new("apply.max_in_flight_bytes", 64 << 20, POSITIVE);
 /// `apply.retry_max_attempts`.
-pub const APPLY_RETRY_MAX_ATTEMPTS: IntKey<u32> = IntKey {
-    key: "apply.retry_max_attempts",
-    default: 10,
-    bounds: NON_NEGATIVE_U32,
-};
+pub const APPLY_RETRY_MAX_ATTEMPTS: IntKey<u32> =
+    IntKey::new("apply.retry_max_attempts", 10, NON_NEGATIVE_U32);
 /// `apply.retry_max_backoff_ms`.
-pub const APPLY_RETRY_MAX_BACKOFF_MS: IntKey<u64> = IntKey {
-    key: "apply.retry_max_backoff_ms",
-    default: 5000,
-    bounds: POSITIVE,
-};
+pub const APPLY_RETRY_MAX_BACKOFF_MS: IntKey<u64> =
+    IntKey::new("apply.retry_max_backoff_ms", 5000, POSITIVE);
 
 /// `shard_filter.enforce_home`.
 pub const SHARD_FILTER_ENFORCE_HOME: bool = false;

@@ -25,7 +25,7 @@ pub enum ConfigError {
     #[error("{}: {message}", file.display())]
     Parse {
         /// The configuration file (or the origin given to
-        /// [`Config::from_toml_str`]).
+        /// [`Config::from_toml_str`](super::Config::from_toml_str)).
         file: PathBuf,
         /// What is wrong and where.
         message: String,
@@ -35,7 +35,7 @@ pub enum ConfigError {
     #[error("{}: invalid configuration:{}", file.display(), ProblemLines(problems))]
     Invalid {
         /// The configuration file (or the origin given to
-        /// [`Config::from_toml_str`]).
+        /// [`Config::from_toml_str`](super::Config::from_toml_str)).
         file: PathBuf,
         /// Every problem found, ordered by section (`service`, `source`,
         /// `replica`, `queue`, `apply`, `shard_filter`, `control`, then
