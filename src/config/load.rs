@@ -253,19 +253,17 @@ impl<'a> Builder<'a> {
     /// `[source]`: the kind, its keys (the other kind's are problems),
     /// `start` and `origin_services`.
     fn source(&mut self, raw: RawSource) -> SourceConfig {
-        const LIVE_KEYS: &[&str] = &[
-            "host",
-            "port",
-            "user",
-            "password",
-            "password_file",
-            "password_env",
-            "server_id",
-            "heartbeat_period_ms",
-            "connect_timeout_ms",
-            "reconnect_max_backoff_ms",
-        ];
+        // Every other key of the section belongs to one kind: these to
+        // files, the rest to live.
+        const COMMON_KEYS: &[&str] = &["kind", "start", "origin_services"];
         const FILES_KEYS: &[&str] = &["binlog_dir", "binlog_index"];
+        let kind_keys = || {
+            keys::section_fields("source")
+                .unwrap_or_default()
+                .iter()
+                .copied()
+                .filter(|key| !COMMON_KEYS.contains(key))
+        };
 
         let kind = match raw.kind {
             Some(kind) => self.one_of("source.kind", &kind, &SourceKind::ALL),
@@ -274,13 +272,14 @@ impl<'a> Builder<'a> {
                 None
             }
         };
-        let given = |key: &&str| self.source_keys.iter().any(|k| k == key);
-        let foreign = match kind {
-            Some(SourceKind::Live) => FILES_KEYS,
-            Some(SourceKind::Files) => LIVE_KEYS,
-            None => &[],
-        };
-        let misplaced: Vec<&str> = foreign.iter().copied().filter(given).collect();
+        let misplaced: Vec<&str> = kind_keys()
+            .filter(|key| match kind {
+                Some(SourceKind::Live) => FILES_KEYS.contains(key),
+                Some(SourceKind::Files) => !FILES_KEYS.contains(key),
+                None => false,
+            })
+            .filter(|key| self.source_keys.iter().any(|k| k == key))
+            .collect();
         for key in misplaced {
             let kind = kind.map(SourceKind::as_str).unwrap_or_default();
             self.problem(
@@ -324,7 +323,7 @@ impl<'a> Builder<'a> {
             }),
             None => {
                 // The kind is unknown, so the kind's keys cannot be judged.
-                for key in LIVE_KEYS.iter().chain(FILES_KEYS) {
+                for key in kind_keys() {
                     self.placeholders.insert(format!("source.{key}"));
                 }
                 SourceEndpoint::Files(FilesSourceConfig {
