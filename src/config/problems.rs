@@ -1,10 +1,8 @@
 //! What is wrong with a configuration: [`ConfigError`], one
-//! [`ConfigProblem`] per key, and the collector the checks push them into.
+//! [`ConfigProblem`] per key.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
-
-use super::defaults::IntKey;
+use std::path::PathBuf;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -81,42 +79,5 @@ impl fmt::Display for ProblemLines<'_> {
             write!(f, "\n  {p}")?;
         }
         Ok(())
-    }
-}
-
-/// The problems found so far, in the order found.
-#[derive(Default)]
-pub(super) struct Problems(pub(super) Vec<ConfigProblem>);
-
-impl Problems {
-    pub(super) fn push(&mut self, key: &str, message: impl Into<String>) {
-        self.0.push(ConfigProblem::new(key, message));
-    }
-
-    /// An integer key's value against its bounds.
-    pub(super) fn int<T: Into<i128>>(&mut self, key: &IntKey<T>, value: T) {
-        if let Err(m) = key.bounds.check(value.into()) {
-            self.push(key.key, m);
-        }
-    }
-
-    pub(super) fn non_empty(&mut self, key: &str, value: &str) {
-        if value.is_empty() {
-            self.push(key, "must not be empty");
-        }
-    }
-
-    pub(super) fn host(&mut self, key: &str, value: &str) {
-        if value.is_empty() {
-            self.push(key, "must not be empty");
-        } else if value.chars().any(char::is_whitespace) {
-            self.push(key, format!("must not contain spaces, got {value:?}"));
-        }
-    }
-
-    pub(super) fn path(&mut self, key: &str, value: &Path) {
-        if value.as_os_str().is_empty() {
-            self.push(key, "must not be empty");
-        }
     }
 }

@@ -3,8 +3,9 @@
 //! finds. The names' rules ([`check_service_name`]) are also those of the
 //! shard map's `master` column.
 
-use super::defaults;
-use super::problems::Problems;
+use std::path::Path;
+
+use super::defaults::{self, IntKey};
 use super::start::check_gtid_list;
 use super::{Config, ConfigProblem, Role, SourceEndpoint, StartPosition};
 
@@ -148,6 +149,46 @@ impl Config {
             );
         }
         p.0
+    }
+}
+
+/// The problems found so far, in the order found.
+#[derive(Default)]
+struct Problems(Vec<ConfigProblem>);
+
+impl Problems {
+    fn push(&mut self, key: &str, message: impl Into<String>) {
+        self.0.push(ConfigProblem::new(key, message));
+    }
+
+    /// An integer key's value against its bounds.
+    fn int<T: Into<i128>>(&mut self, key: &IntKey<T>, value: T) {
+        if let Err(m) = key.bounds.check(value.into()) {
+            self.push(key.key, m);
+        }
+    }
+
+    /// A required text that must not be empty.
+    fn non_empty(&mut self, key: &str, value: &str) {
+        if value.is_empty() {
+            self.push(key, "must not be empty");
+        }
+    }
+
+    /// A host name or address: not empty, no white space.
+    fn host(&mut self, key: &str, value: &str) {
+        if value.is_empty() {
+            self.push(key, "must not be empty");
+        } else if value.chars().any(char::is_whitespace) {
+            self.push(key, format!("must not contain spaces, got {value:?}"));
+        }
+    }
+
+    /// A path that must not be empty.
+    fn path(&mut self, key: &str, value: &Path) {
+        if value.as_os_str().is_empty() {
+            self.push(key, "must not be empty");
+        }
     }
 }
 
