@@ -80,7 +80,7 @@ use tokio::net::TcpStream;
 
 use mysql_async::prelude::Queryable;
 
-use crate::config::{LiveSourceConfig, Secret};
+use crate::config::{defaults, LiveSourceConfig, Secret};
 use crate::position::{BinlogPosition, GtidPos};
 
 use super::binlog::Reader;
@@ -133,9 +133,9 @@ pub struct LiveOptions {
 }
 
 impl LiveOptions {
-    /// Options with the defaults: heartbeat 1000 ms, connect timeout 10 s,
-    /// derived read timeout, server defaults for the GTID switches,
-    /// blocking dump.
+    /// Options with the defaults: the configuration's heartbeat period
+    /// (1000 ms) and connect timeout (10 s), derived read timeout, server
+    /// defaults for the GTID switches, blocking dump.
     pub fn new(
         host: impl Into<String>,
         port: u16,
@@ -149,8 +149,8 @@ impl LiveOptions {
             user: user.into(),
             password,
             server_id,
-            heartbeat_period_ms: 1000,
-            connect_timeout_ms: 10_000,
+            heartbeat_period_ms: defaults::SOURCE_HEARTBEAT_PERIOD_MS.default,
+            connect_timeout_ms: defaults::SOURCE_CONNECT_TIMEOUT_MS.default,
             read_timeout: None,
             gtid_strict_mode: None,
             gtid_ignore_duplicates: None,

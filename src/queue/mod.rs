@@ -192,14 +192,6 @@ use segment::{parse_segment_dir_name, sync_path, BlockBytes, Segment, SegmentPin
 /// Name of the file holding the purge floor in the queue directory.
 const FLOOR_FILE: &str = "floor";
 
-/// Default `max_size_bytes`: 10 GiB (as `[queue]` in the configuration).
-pub const DEFAULT_MAX_SIZE_BYTES: u64 = 10 << 30;
-/// Default `segment_size_bytes`: 64 MiB.
-pub const DEFAULT_SEGMENT_SIZE_BYTES: u64 = 64 << 20;
-/// Default `flush_interval_ms`: 100 ms.
-pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
-/// Default `flush_bytes`: 4 MiB.
-pub const DEFAULT_FLUSH_BYTES: u64 = 4 << 20;
 /// Least number of record bytes appends may run ahead of the last
 /// completed flush (see [`TransactionQueue::append`]); the bound is four
 /// times `flush_bytes` when that is more.
@@ -237,17 +229,10 @@ pub struct QueueOptions {
 }
 
 impl QueueOptions {
-    /// Options for `dir` with the configuration's defaults.
+    /// Options for `dir` with the configuration's defaults
+    /// ([`QueueConfig::with_defaults`]).
     pub fn new(dir: impl Into<PathBuf>) -> QueueOptions {
-        QueueOptions {
-            dir: dir.into(),
-            max_size_bytes: DEFAULT_MAX_SIZE_BYTES,
-            retention_seqnos: 0,
-            segment_size_bytes: DEFAULT_SEGMENT_SIZE_BYTES,
-            flush_interval_ms: DEFAULT_FLUSH_INTERVAL_MS,
-            flush_bytes: DEFAULT_FLUSH_BYTES,
-            read_only: false,
-        }
+        QueueOptions::from_config(&QueueConfig::with_defaults(dir))
     }
 
     /// The options of a configuration's `[queue]` section.

@@ -67,6 +67,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{LineProblem, ProblemLines};
+use crate::config::{is_service_name, SERVICE_NAME_MAX_CHARS};
 use crate::event::UNKNOWN_SHARD;
 
 /// The `master` value of a shard never replicated out of the service where
@@ -75,10 +76,6 @@ pub const LOCAL_MASTER: &str = "#LOCAL";
 
 /// Longest shard id, in characters (MariaDB's identifier limit).
 pub const SHARD_ID_MAX_CHARS: usize = 64;
-
-/// Longest service name, in characters (the `service.name` limit of the
-/// configuration).
-pub const SERVICE_NAME_MAX_CHARS: usize = 48;
 
 /// The column names a header must contain.
 const COLUMNS: [&str; 3] = ["shard_id", "master", "critical"];
@@ -214,10 +211,7 @@ pub fn check_shard_id(id: &str) -> Result<(), String> {
 /// # Errors
 /// What is wrong, naming the name.
 pub fn check_service_name(name: &str) -> Result<(), String> {
-    let len = name.chars().count();
-    if (1..=SERVICE_NAME_MAX_CHARS).contains(&len)
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
+    if is_service_name(name) {
         Ok(())
     } else {
         Err(format!(

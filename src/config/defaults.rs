@@ -1,0 +1,167 @@
+//! The default and the bounds of every configuration key, written once.
+//!
+//! The parser (a key left out takes its default, a value out of bounds is a
+//! problem), [`Config::validate`](super::Config::validate), the typed
+//! sections' `Default`s, the runtime options built without a configuration
+//! (`QueueOptions::new`, `LiveOptions::new`) and the test that checks the
+//! commented example `conf/shardrep.toml` all read them from here.
+
+use super::ShardPolicy;
+
+/// Inclusive bounds of an integer key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Least value allowed.
+    pub min: i128,
+    /// Greatest value allowed.
+    pub max: i128,
+}
+
+impl Bounds {
+    /// Bounds `min..=max`.
+    pub const fn new(min: i128, max: i128) -> Bounds {
+        Bounds { min, max }
+    }
+
+    /// Checks `value`.
+    ///
+    /// # Errors
+    /// `must be between MIN and MAX, got VALUE`, or `must be at least MIN,
+    /// got VALUE` when the bounds reach past `i64` (a TOML integer cannot
+    /// exceed them).
+    pub fn check(self, value: i128) -> Result<(), String> {
+        if value >= self.min && value <= self.max {
+            Ok(())
+        } else if self.max >= i64::MAX as i128 {
+            Err(format!("must be at least {}, got {value}", self.min))
+        } else {
+            Err(format!(
+                "must be between {} and {}, got {value}",
+                self.min, self.max
+            ))
+        }
+    }
+}
+
+/// An integer key with a default: its full dotted name, the value taken
+/// when it is left out, and the values allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntKey<T> {
+    /// Full dotted name, e.g. `apply.channels`.
+    pub key: &'static str,
+    /// The value when the key is left out.
+    pub default: T,
+    /// The values allowed.
+    pub bounds: Bounds,
+}
+
+impl<T> IntKey<T> {
+    /// The key `key` with `default` and `bounds`.
+    pub const fn new(key: &'static str, default: T, bounds: Bounds) -> IntKey<T> {
+        IntKey {
+            key,
+            default,
+            bounds,
+        }
+    }
+}
+
+const PORT: Bounds = Bounds::new(1, 65_535);
+const POSITIVE: Bounds = Bounds::new(1, u64::MAX as i128);
+const NON_NEGATIVE: Bounds = Bounds::new(0, u64::MAX as i128);
+const POSITIVE_U32: Bounds = Bounds::new(1, u32::MAX as i128);
+const NON_NEGATIVE_U32: Bounds = Bounds::new(0, u32::MAX as i128);
+
+/// Default of `source.port` and `replica.port`: MariaDB's port.
+pub const DEFAULT_PORT: u16 = 3306;
+/// Default of `source.connect_timeout_ms` and `replica.connect_timeout_ms`.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
+/// `source.server_id` (required, no default): a nonzero 32-bit server id.
+pub const SOURCE_SERVER_ID: Bounds = Bounds::new(1, u32::MAX as i128);
+
+/// `source.port`.
+pub const SOURCE_PORT: IntKey<u16> = IntKey::new("source.port", DEFAULT_PORT, PORT);
+/// `source.heartbeat_period_ms`: the largest period MariaDB accepts
+/// (`MASTER_HEARTBEAT_PERIOD` up to 4294967 s).
+pub const SOURCE_HEARTBEAT_PERIOD_MS: IntKey<u64> = IntKey::new(
+    "source.heartbeat_period_ms",
+    1000,
+    Bounds::new(1, 4_294_967_000),
+);
+/// `source.connect_timeout_ms`.
+pub const SOURCE_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
+    "source.connect_timeout_ms",
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    POSITIVE,
+);
+/// `source.reconnect_max_backoff_ms`.
+pub const SOURCE_RECONNECT_MAX_BACKOFF_MS: IntKey<u64> =
+    IntKey::new("source.reconnect_max_backoff_ms", 30_000, POSITIVE);
+
+/// `replica.port`.
+pub const REPLICA_PORT: IntKey<u16> = IntKey::new("replica.port", DEFAULT_PORT, PORT);
+/// `replica.connect_timeout_ms`.
+pub const REPLICA_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
+    "replica.connect_timeout_ms",
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    POSITIVE,
+);
+/// `replica.sql_log_bin`.
+pub const REPLICA_SQL_LOG_BIN: bool = true;
+/// `replica.preserve_origin`.
+pub const REPLICA_PRESERVE_ORIGIN: bool = false;
+/// `replica.allow_native_replication`.
+pub const REPLICA_ALLOW_NATIVE_REPLICATION: bool = false;
+
+/// `queue.max_size_bytes`: 10 GiB.
+pub const QUEUE_MAX_SIZE_BYTES: IntKey<u64> =
+    IntKey::new("queue.max_size_bytes", 10 << 30, POSITIVE);
+/// `queue.retention_seqnos`.
+pub const QUEUE_RETENTION_SEQNOS: IntKey<u64> =
+    IntKey::new("queue.retention_seqnos", 0, NON_NEGATIVE);
+/// `queue.segment_size_bytes`: 64 MiB.
+pub const QUEUE_SEGMENT_SIZE_BYTES: IntKey<u64> =
+    IntKey::new("queue.segment_size_bytes", 64 << 20, POSITIVE);
+/// `queue.flush_interval_ms`.
+pub const QUEUE_FLUSH_INTERVAL_MS: IntKey<u64> =
+    IntKey::new("queue.flush_interval_ms", 100, POSITIVE);
+/// `queue.flush_bytes`: 4 MiB.
+pub const QUEUE_FLUSH_BYTES: IntKey<u64> = IntKey::new("queue.flush_bytes", 4 << 20, POSITIVE);
+
+/// `apply.channels`.
+pub const APPLY_CHANNELS: IntKey<u16> = IntKey::new("apply.channels", 8, Bounds::new(1, 256));
+/// `apply.block_commit_txns`. The default was chosen from a sweep (1, 10,
+/// 25, 50, 100, 200, 400) on the quick catch-up backlog (`bench/catchup`,
+/// 8 schemas, 11,770 transactions, two rounds): at
+/// flush_log_at_trx_commit=1, 100 to 400 applied 3,400-4,300
+/// transactions/s against 2,500-3,700 for 10 to 50 and 725-1,300 for 1; at
+/// =2 every size from 10 up was within the noise (3,300-4,200/s). The
+/// smallest size on that plateau keeps blocks short, which shortens a
+/// retry and the time row locks are held.
+pub const APPLY_BLOCK_COMMIT_TXNS: IntKey<u32> =
+    IntKey::new("apply.block_commit_txns", 100, POSITIVE_U32);
+/// `apply.block_commit_interval_ms`.
+pub const APPLY_BLOCK_COMMIT_INTERVAL_MS: IntKey<u64> =
+    IntKey::new("apply.block_commit_interval_ms", 0, NON_NEGATIVE);
+/// `apply.sync_interval_seqnos`.
+pub const APPLY_SYNC_INTERVAL_SEQNOS: IntKey<u64> =
+    IntKey::new("apply.sync_interval_seqnos", 1000, POSITIVE);
+/// `apply.max_in_flight_bytes`: 64 MiB.
+pub const APPLY_MAX_IN_FLIGHT_BYTES: IntKey<u64> =
+    IntKey::new("apply.max_in_flight_bytes", 64 << 20, POSITIVE);
+/// `apply.retry_max_attempts`.
+pub const APPLY_RETRY_MAX_ATTEMPTS: IntKey<u32> =
+    IntKey::new("apply.retry_max_attempts", 10, NON_NEGATIVE_U32);
+/// `apply.retry_max_backoff_ms`.
+pub const APPLY_RETRY_MAX_BACKOFF_MS: IntKey<u64> =
+    IntKey::new("apply.retry_max_backoff_ms", 5000, POSITIVE);
+
+/// `shard_filter.enforce_home`.
+pub const SHARD_FILTER_ENFORCE_HOME: bool = false;
+/// `shard_filter.unknown_shard_policy`.
+pub const SHARD_FILTER_UNKNOWN_SHARD_POLICY: ShardPolicy = ShardPolicy::Error;
+/// `shard_filter.unwanted_shard_policy`.
+pub const SHARD_FILTER_UNWANTED_SHARD_POLICY: ShardPolicy = ShardPolicy::Drop;
+/// `shard_filter.auto_create`.
+pub const SHARD_FILTER_AUTO_CREATE: bool = false;
