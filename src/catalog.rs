@@ -6,12 +6,14 @@
 //!
 //! | table | name | rows | runs the statements |
 //! |---|---|---|---|
-//! | restart position | [`RESTART_TABLE`] | one per channel, written with the data it records | `applier::restart`, the service's `handback`/`reset` |
+//! | restart position | [`RESTART_TABLE`] | one per channel, written with the data it records | `applier::restart`, `applier::channel` (progress, DDL mark), the service's `handback`/`reset` |
 //! | skipped seqnos | [`SKIPPED_TABLE`] | one per seqno the DBA chose not to apply | `applier::skipped` |
 //! | shard map | [`SHARD_MAP_TABLE`] | one per mapped shard | `shard::store` |
 //!
 //! Other services' catalogs on the same replica are found through their
-//! restart tables ([`other_restart_tables`]).
+//! restart tables ([`other_restart_tables`], run by
+//! `replica::other_services`); whether the catalog exists yet, with
+//! [`SCHEMA_EXISTS`] (the first start).
 //!
 //! Identifiers are quoted with [`quote_ident`] (a schema name may contain a
 //! backtick); values are always bound parameters (`?`). Imports: only

@@ -7,7 +7,8 @@
 //! This module imports nothing of the crate: it sits at the bottom of the
 //! layers of shared/DESIGN.md §7 with `position`, and whatever knows about
 //! seqnos, channels, shards or the catalog schema lives above it (the
-//! catalog's names and statements are in [`crate::catalog`]).
+//! catalog's names and statements are in the `catalog` module, the layer
+//! just above).
 
 pub mod error_codes;
 
