@@ -37,9 +37,10 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use mysql_async::Value as Param;
-use shardrep::applier::sql::{interpolate, literal, PlannedStatement, SqlBuilder, TableShape};
+use shardrep::applier::sql::{PlannedStatement, SqlBuilder, TableShape};
 use shardrep::config::ApplyConfig;
 use shardrep::event::{Change, RowKind, RowPair, RowsChange, Transaction};
+use shardrep::mysql::{interpolate, literal};
 
 use sysbench::{full_row, oltp_write_txn, Rng, ROWS_PER_TXN};
 

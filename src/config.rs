@@ -518,7 +518,7 @@ impl Config {
     pub fn catalog_schema(&self) -> String {
         match &self.replica.catalog_schema {
             Some(schema) => schema.clone(),
-            None => format!("shardrep_{}", self.service.name),
+            None => crate::catalog::default_schema(&self.service.name),
         }
     }
 }

@@ -31,12 +31,14 @@
 
 pub mod applier;
 pub mod backoff;
+pub mod catalog;
 pub mod config;
 pub mod control;
 pub mod event;
 pub mod extractor;
 pub mod inspect;
 pub mod memory;
+pub mod mysql;
 pub mod position;
 pub mod queue;
 pub mod replica;

@@ -63,7 +63,9 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Row};
 
+use crate::catalog;
 use crate::config::Secret;
+use crate::mysql::sql_string_literal;
 use crate::position::{BinlogPosition, GtidPos};
 
 /// How long [`takeover`] and [`handback`] wait for the slave threads to
@@ -118,8 +120,7 @@ impl fmt::Display for Endpoint {
 /// Connection options for the master or the replica: TCP to `host:port`,
 /// or the Unix socket `socket` when given (the replica's `[replica]
 /// socket`); `prefer_socket` off, so the configured transport is the one
-/// used, as the apply channels connect
-/// ([`crate::applier::channel::replica_opts`]).
+/// used, as the apply channels connect ([`crate::mysql::connection_opts`]).
 pub fn opts(
     host: &str,
     port: u16,
@@ -127,7 +128,7 @@ pub fn opts(
     user: &str,
     password: &Secret,
 ) -> Opts {
-    crate::applier::channel::replica_opts(host, port, socket, user, password.expose())
+    crate::mysql::connection_opts(host, port, socket, user, password.expose())
 }
 
 /// Opens a connection with [`opts`].
@@ -796,10 +797,10 @@ pub async fn slave_status(conn: &mut Conn) -> Result<Option<SlaveStatus>, Replic
 }
 
 /// Other shardrep services applying to this server: the schemas other than
-/// `own_catalog` that hold a `restart_position` table with rows, each as
-/// `<schema> at seqno <lowest>`. A takeover by another service would start
-/// from native replication's position, which such a service has left
-/// behind.
+/// `own_catalog` that hold a restart table ([`catalog::RESTART_TABLE`])
+/// with rows, each as `<schema> at seqno <lowest>`. A takeover by another
+/// service would start from native replication's position, which such a
+/// service has left behind.
 ///
 /// # Errors
 /// [`ReplicaError::Sql`].
@@ -808,18 +809,14 @@ pub async fn other_services(
     own_catalog: &str,
 ) -> Result<Vec<String>, ReplicaError> {
     let server = Endpoint::of(conn);
-    let statement = "SELECT TABLE_SCHEMA FROM information_schema.TABLES \
-                     WHERE TABLE_NAME = 'restart_position' AND TABLE_SCHEMA <> ?";
+    let statement = catalog::other_restart_tables();
     let catalogs: Vec<String> = conn
-        .exec(statement, (own_catalog,))
+        .exec(&statement, (own_catalog,))
         .await
-        .map_err(|e| sql_error(&server, statement, &e))?;
+        .map_err(|e| sql_error(&server, &statement, &e))?;
     let mut out = Vec::new();
     for catalog in catalogs {
-        let statement = format!(
-            "SELECT COUNT(*), MIN(seqno) FROM {}.restart_position",
-            crate::applier::sql::quote_ident(&catalog)
-        );
+        let statement = catalog::restart_rows_and_lowest(&catalog);
         let row: Option<(u64, Option<i64>)> = conn
             .query_first(&statement)
             .await
@@ -1361,38 +1358,6 @@ pub struct HandbackReport {
     pub status: SlaveStatus,
 }
 
-/// `text` as a single-quoted SQL string literal: `'` doubled; `\` doubled
-/// unless the session's `sql_mode` has `NO_BACKSLASH_ESCAPES` (then a
-/// backslash is an ordinary character). NUL is refused (MariaDB KB, "String
-/// Literals").
-///
-/// # Errors
-/// [`ReplicaError::InvalidPosition`] (as `what`) for a NUL character.
-pub fn sql_string_literal(
-    what: &str,
-    text: &str,
-    no_backslash_escapes: bool,
-) -> Result<String, ReplicaError> {
-    if text.contains('\0') {
-        return Err(ReplicaError::InvalidPosition {
-            what: what.to_owned(),
-            value: text.to_owned(),
-            reason: "contains a NUL character".into(),
-        });
-    }
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("''"),
-            '\\' if !no_backslash_escapes => out.push_str("\\\\"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    Ok(out)
-}
-
 /// The validated statements of a handback, before the replica is touched.
 #[derive(Debug, PartialEq, Eq)]
 struct HandbackPlan {
@@ -1449,7 +1414,11 @@ fn plan_handback(
     } else {
         format!(
             "CHANGE MASTER TO MASTER_LOG_FILE = {}, MASTER_LOG_POS = {}, MASTER_USE_GTID = no",
-            sql_string_literal("MASTER_LOG_FILE", &point.file, no_backslash_escapes)?,
+            sql_string_literal(&point.file, no_backslash_escapes).map_err(|e| invalid(
+                "MASTER_LOG_FILE",
+                point.file.clone(),
+                e.to_string()
+            ))?,
             point.pos
         )
     };
@@ -1651,32 +1620,6 @@ mod tests {
             pos,
             gtid_pos: gtid.map(str::to_owned),
         }
-    }
-
-    #[test]
-    fn string_literal_doubles_quotes_and_backslashes() {
-        assert_eq!(
-            sql_string_literal("f", "mariadb-bin.000001", false).unwrap(),
-            "'mariadb-bin.000001'"
-        );
-        assert_eq!(
-            sql_string_literal("f", "x'; DROP DATABASE d; --.000001", false).unwrap(),
-            "'x''; DROP DATABASE d; --.000001'"
-        );
-        assert_eq!(
-            sql_string_literal("f", r"a\'b.000001", false).unwrap(),
-            r"'a\\''b.000001'"
-        );
-        // Under NO_BACKSLASH_ESCAPES a backslash is an ordinary character.
-        assert_eq!(
-            sql_string_literal("f", r"a\'b.000001", true).unwrap(),
-            r"'a\''b.000001'"
-        );
-        let err = sql_string_literal("MASTER_LOG_FILE", "a\0b.1", false).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid handback MASTER_LOG_FILE \"a\\0b.1\": contains a NUL character"
-        );
     }
 
     #[test]

@@ -44,15 +44,18 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, Params, Value as Param};
+use mysql_async::{Conn, Opts, Params, Value as Param};
 
 use crate::applier::columns::{self, ReplicaColumn};
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::retry::{classify, Backoff, ErrorClass};
-use crate::applier::sql::{quote_ident, PlannedStatement, SqlBuilder, TableShape};
+use crate::applier::sql::{PlannedStatement, SqlBuilder, TableShape};
+use crate::catalog;
 use crate::event::{
     Change, ColumnInfo, RowKind, SessionContext, Statement, TableInfo, Transaction, UserVarValue,
 };
+use crate::mysql::error_codes::ER_KEY_NOT_FOUND;
+use crate::mysql::{interpolate, quote_ident};
 use crate::position::{ChannelId, Seqno};
 use crate::shard::temp_tables::TempTables;
 
@@ -530,7 +533,7 @@ impl Progress {
 pub struct ChannelSettings {
     /// The channel.
     pub channel: ChannelId,
-    /// Replica connection options (see [`replica_opts`]).
+    /// Replica connection options (see [`crate::mysql::connection_opts`]).
     pub opts: Opts,
     /// Catalog schema of the restart table.
     pub catalog: String,
@@ -549,29 +552,6 @@ pub struct ChannelSettings {
     pub retry_max_attempts: u32,
     /// Longest wait between retries.
     pub retry_max_backoff: Duration,
-}
-
-/// mysql_async options for a replica connection: TCP to `host:port`, or
-/// the Unix socket `socket` when given (`[replica] socket`); never silently
-/// the socket (`prefer_socket` off). `CLIENT_FOUND_ROWS`, a statement cache
-/// of 512.
-pub fn replica_opts(
-    host: &str,
-    port: u16,
-    socket: Option<&std::path::Path>,
-    user: &str,
-    password: &str,
-) -> Opts {
-    OptsBuilder::default()
-        .ip_or_hostname(host.to_string())
-        .tcp_port(port)
-        .socket(socket.map(|p| p.to_string_lossy().into_owned()))
-        .user(Some(user.to_string()))
-        .pass(Some(password.to_string()))
-        .prefer_socket(false)
-        .client_found_rows(true)
-        .stmt_cache_size(512)
-        .into()
 }
 
 /// Starts channel `settings.channel` on its own thread; it ends after a
@@ -1126,7 +1106,7 @@ impl Channel {
     /// A block of row changes only, sent as few multi-statement queries
     /// (one round trip per [`BATCH_BYTES`] of SQL instead of one per row
     /// change): `START TRANSACTION; <statements>; <restart row>; COMMIT`.
-    /// Values go in as literals built by [`crate::applier::sql::literal`]
+    /// Values go in as literals built by [`crate::mysql::literal`]
     /// (the channel's session is `SET NAMES binary` with backslash
     /// escapes). Each statement's affected-row count is checked as with
     /// prepared statements; the server stops at the first error, which is
@@ -1279,12 +1259,8 @@ impl Channel {
                     }
                     for statement in planned.drain(..) {
                         sql.clear();
-                        crate::applier::sql::interpolate(
-                            &statement.sql,
-                            &statement.params,
-                            &mut sql,
-                        )
-                        .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
+                        interpolate(&statement.sql, &statement.params, &mut sql)
+                            .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
                         push(
                             &mut text,
                             &mut checks,
@@ -1396,7 +1372,7 @@ impl Channel {
                 }
                 for statement in planned.drain(..) {
                     sql.clear();
-                    crate::applier::sql::interpolate(&statement.sql, &statement.params, &mut sql)
+                    interpolate(&statement.sql, &statement.params, &mut sql)
                         .map_err(|m| (self.plain_error(txn, String::new(), 0, m), None))?;
                     push(
                         &mut text,
@@ -1435,8 +1411,8 @@ impl Channel {
             _ => Vec::new(),
         };
         sql.clear();
-        crate::applier::sql::interpolate(
-            &restart::update_statement(&self.settings.catalog),
+        interpolate(
+            &catalog::restart_update(&self.settings.catalog),
             &params,
             &mut sql,
         )
@@ -1477,7 +1453,7 @@ impl Channel {
         if restart && affected != 1 {
             return Some(self.plain_error(
                 t,
-                restart::update_statement(&self.settings.catalog),
+                catalog::restart_update(&self.settings.catalog),
                 0,
                 format!(
                     "the restart row of channel {} is missing or ahead of seqno {}: \
@@ -1492,7 +1468,7 @@ impl Channel {
             return Some(self.plain_error(
                 t,
                 elide(&statement.sql),
-                crate::applier::retry::ER_KEY_NOT_FOUND,
+                ER_KEY_NOT_FOUND,
                 divergence_message(statement, &table.shape, affected),
             ));
         }
@@ -1523,7 +1499,7 @@ impl Channel {
         extract_time: u32,
         at: Option<(&Transaction, u64)>,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        let sql = restart::update_statement(&self.settings.catalog);
+        let sql = catalog::restart_update(&self.settings.catalog);
         let result = self
             .conn
             .exec_iter(sql.as_str(), restart::update_params(row, extract_time))
@@ -1597,7 +1573,7 @@ impl Channel {
         txn: &Transaction,
         epoch: u64,
     ) -> Result<(), (ApplyError, Option<mysql_async::Error>)> {
-        let sql = restart::mark_ddl_statement(&self.settings.catalog);
+        let sql = catalog::restart_mark_ddl(&self.settings.catalog);
         let params = Params::Positional(vec![
             Param::Int(txn.seqno.get() as i64),
             Param::UInt(u64::from(self.settings.channel.get())),
@@ -1780,7 +1756,7 @@ impl Channel {
                     event_id: txn.end_position.to_string(),
                     shard: txn.shard.clone(),
                     sql: elide(&statement.sql),
-                    code: crate::applier::retry::ER_KEY_NOT_FOUND,
+                    code: ER_KEY_NOT_FOUND,
                     message: divergence_message(statement, shape, affected),
                 },
                 None,

@@ -7,7 +7,8 @@
 //!   binary CHAR/BINARY), from the replica's definitions.
 //! - [`retry`]: which errors are retried and which stop the service.
 //! - [`ddl_replay`]: which DDL a channel replays after a crash.
-//! - [`restart`]: the per-channel restart rows in the catalog schema.
+//! - [`restart`]: the per-channel restart rows in the catalog schema
+//!   (their table's names and statement texts: [`crate::catalog`]).
 //! - [`skipped`]: the seqnos the DBA chose to skip, in the catalog schema.
 //! - [`channel`]: one channel's thread, blocks and commits.
 

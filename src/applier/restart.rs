@@ -2,12 +2,9 @@
 //! holds one row per channel, updated in the same transaction as the data
 //! it records (shared/DESIGN.md §4, §5).
 //!
-//! Table `restart_position`:
-//! `channel` (primary key), `seqno` (-1 before the first transaction),
-//! `epoch`, `event_id` (binlog `file:pos` after the transaction), `gtid`
-//! (the source's GTID position after it), `shard_id`, `extract_time` (master
-//! commit time, UTC), `commit_time` (replica commit time, UTC),
-//! `applied_latency_ms`.
+//! Table `restart_position`: its columns, DDL and statement texts are in
+//! [`crate::catalog`] ([`catalog::restart_create`]); this module runs them
+//! and turns the rows into [`RestartRow`]s.
 //!
 //! Binary logging: the row is written in the same transaction as the data,
 //! and `sql_log_bin` cannot change inside a transaction, so with
@@ -25,11 +22,8 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as Param};
 
-use crate::applier::sql::quote_ident;
+use crate::catalog::{self, RESTART_TABLE};
 use crate::position::{ChannelId, Seqno};
-
-/// Name of the restart table inside the catalog schema.
-pub const RESTART_TABLE: &str = "restart_position";
 
 /// One channel's restart row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,45 +44,6 @@ pub struct RestartRow {
     pub shard_id: String,
 }
 
-/// The `CREATE` statements of the catalog schema and restart table.
-pub fn create_statements(catalog: &str) -> [String; 2] {
-    let schema = quote_ident(catalog);
-    [
-        format!("CREATE DATABASE IF NOT EXISTS {schema}"),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {schema}.{} (\
-             channel SMALLINT UNSIGNED NOT NULL PRIMARY KEY, \
-             seqno BIGINT NOT NULL, \
-             epoch BIGINT UNSIGNED NOT NULL, \
-             event_id VARCHAR(512) CHARACTER SET utf8mb4 NOT NULL, \
-             gtid TEXT CHARACTER SET ascii NOT NULL, \
-             shard_id VARCHAR(192) CHARACTER SET utf8mb4 NOT NULL, \
-             extract_time DATETIME(6) NULL, \
-             commit_time DATETIME(6) NULL, \
-             applied_latency_ms BIGINT NOT NULL DEFAULT 0, \
-             ddl_seqno BIGINT NOT NULL DEFAULT -1\
-             ) ENGINE=InnoDB",
-            quote_ident(RESTART_TABLE)
-        ),
-    ]
-}
-
-/// The UPDATE that marks a DDL transaction as started on a channel, run
-/// (autocommit) just before the DDL. DDL commits implicitly, so the data
-/// and the restart row cannot commit together; after a crash between the
-/// DDL and its restart row, `ddl_seqno` greater than `seqno` says the DDL
-/// of that seqno may already have run, and the channel replays it
-/// tolerating "already exists / does not exist" errors (see
-/// `super::retry::is_ddl_already_applied`). Parameters: `ddl_seqno`,
-/// `channel`.
-pub fn mark_ddl_statement(catalog: &str) -> String {
-    format!(
-        "UPDATE {}.{} SET ddl_seqno = ? WHERE channel = ?",
-        quote_ident(catalog),
-        quote_ident(RESTART_TABLE)
-    )
-}
-
 /// The `ddl_seqno` of channel `channel` when it is ahead of the channel's
 /// committed seqno: a DDL transaction that started but whose restart row
 /// was never committed (it may or may not have run).
@@ -101,14 +56,7 @@ pub async fn pending_ddl(
     channel: u16,
 ) -> Result<Option<Seqno>, RestartError> {
     let row: Option<(i64, i64)> = conn
-        .exec_first(
-            format!(
-                "SELECT seqno, ddl_seqno FROM {}.{} WHERE channel = ?",
-                quote_ident(catalog),
-                quote_ident(RESTART_TABLE)
-            ),
-            (channel,),
-        )
+        .exec_first(catalog::restart_select_ddl(catalog), (channel,))
         .await
         .map_err(|source| RestartError::Sql {
             catalog: catalog.to_string(),
@@ -120,25 +68,8 @@ pub async fn pending_ddl(
     })
 }
 
-/// The UPDATE that records a channel's progress, run just before COMMIT
-/// in the transaction that carries the data. Parameters, in order:
-/// `seqno`, `epoch`, `event_id`, `gtid`, `shard_id`, `extract_time` (Unix
-/// seconds), then `channel`. The `seqno <= ?` guard keeps the row from
-/// moving backwards: such an update matches no row, which the channel
-/// treats as an error.
-pub fn update_statement(catalog: &str) -> String {
-    format!(
-        "UPDATE {}.{} SET seqno = ?, epoch = ?, event_id = ?, gtid = ?, shard_id = ?, \
-         extract_time = FROM_UNIXTIME(?), commit_time = UTC_TIMESTAMP(6), \
-         applied_latency_ms = GREATEST(0, TIMESTAMPDIFF(MICROSECOND, FROM_UNIXTIME(?), UTC_TIMESTAMP(6)) DIV 1000) \
-         WHERE channel = ? AND seqno <= ?",
-        quote_ident(catalog),
-        quote_ident(RESTART_TABLE)
-    )
-}
-
-/// Parameters of [`update_statement`] for `row`, committed at master time
-/// `extract_time` (Unix seconds).
+/// Parameters of [`catalog::restart_update`] for `row`, committed at
+/// master time `extract_time` (Unix seconds).
 pub fn update_params(row: &RestartRow, extract_time: u32) -> Params {
     let seqno = row.seqno.map_or(-1, |s| s.get() as i64);
     Params::Positional(vec![
@@ -204,17 +135,13 @@ pub async fn prepare(
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
         .map_err(sql_err)?;
-    for statement in create_statements(catalog) {
+    for statement in catalog::restart_create(catalog) {
         conn.query_drop(statement).await.map_err(sql_err)?;
     }
     // Tables created before the DDL mark existed.
-    conn.query_drop(format!(
-        "ALTER TABLE {}.{} ADD COLUMN IF NOT EXISTS ddl_seqno BIGINT NOT NULL DEFAULT -1",
-        quote_ident(catalog),
-        quote_ident(RESTART_TABLE)
-    ))
-    .await
-    .map_err(sql_err)?;
+    conn.query_drop(catalog::restart_add_ddl_seqno(catalog))
+        .await
+        .map_err(sql_err)?;
     let mut rows = read(conn, catalog).await?;
     if rows.len() != usize::from(channels) {
         let distinct: std::collections::BTreeSet<Option<Seqno>> =
@@ -239,19 +166,15 @@ pub async fn prepare(
             gtid: String::new(),
             shard_id: String::new(),
         });
-        let table = format!("{}.{}", quote_ident(catalog), quote_ident(RESTART_TABLE));
         conn.query_drop("START TRANSACTION")
             .await
             .map_err(sql_err)?;
-        conn.query_drop(format!("DELETE FROM {table}"))
+        conn.query_drop(catalog::restart_delete(catalog))
             .await
             .map_err(sql_err)?;
         for channel in ChannelId::all(channels) {
             conn.exec_drop(
-                format!(
-                    "INSERT INTO {table} (channel, seqno, epoch, event_id, gtid, shard_id) \
-                     VALUES (?, ?, ?, ?, ?, ?)"
-                ),
+                catalog::restart_insert(catalog),
                 (
                     channel.get(),
                     template.seqno.map_or(-1, |s| s.get() as i64),
@@ -279,11 +202,7 @@ pub async fn prepare(
 /// [`RestartError::Sql`].
 pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, RestartError> {
     let rows: Vec<(u16, i64, u64, String, String, String)> = conn
-        .query(format!(
-            "SELECT channel, seqno, epoch, event_id, gtid, shard_id FROM {}.{} ORDER BY channel",
-            quote_ident(catalog),
-            quote_ident(RESTART_TABLE)
-        ))
+        .query(catalog::restart_select(catalog))
         .await
         .map_err(|source| RestartError::Sql {
             catalog: catalog.to_string(),
@@ -326,16 +245,9 @@ pub async fn record_start(
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
         .map_err(sql_err)?;
-    conn.exec_drop(
-        format!(
-            "UPDATE {}.{} SET event_id = ?, gtid = ? WHERE seqno = -1",
-            quote_ident(catalog),
-            quote_ident(RESTART_TABLE)
-        ),
-        (event_id, gtid),
-    )
-    .await
-    .map_err(sql_err)?;
+    conn.exec_drop(catalog::restart_record_start(catalog), (event_id, gtid))
+        .await
+        .map_err(sql_err)?;
     conn.query_drop("SET SESSION sql_log_bin = DEFAULT")
         .await
         .map_err(sql_err)
@@ -344,16 +256,6 @@ pub async fn record_start(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn statements_quote_the_catalog() {
-        let [db, table] = create_statements("shardrep_a`b");
-        assert_eq!(db, "CREATE DATABASE IF NOT EXISTS `shardrep_a``b`");
-        assert!(
-            table.starts_with("CREATE TABLE IF NOT EXISTS `shardrep_a``b`.`restart_position` (")
-        );
-        assert!(update_statement("x").ends_with("WHERE channel = ? AND seqno <= ?"));
-    }
 
     #[test]
     fn update_params_in_order() {

@@ -2,8 +2,18 @@
 //! block and retry from the channel's committed restart row, with capped
 //! backoff) and which are definite (the service goes OFFLINE:ERROR).
 //!
-//! Server error codes: MariaDB "MariaDB Error Codes" and MySQL "Server
-//! Error Message Reference"; client codes (2xxx) from the client library.
+//! The codes are named in [`crate::mysql::error_codes`] (with their
+//! sources).
+
+use crate::mysql::error_codes::{
+    CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST,
+    ER_BAD_FIELD_ERROR, ER_BAD_TABLE_ERROR, ER_CANNOT_USER, ER_CANT_CREATE_TABLE,
+    ER_CANT_DROP_FIELD_OR_KEY, ER_CONNECTION_KILLED, ER_DB_CREATE_EXISTS, ER_DB_DROP_EXISTS,
+    ER_DUP_CONSTRAINT_NAME, ER_DUP_FIELDNAME, ER_DUP_KEYNAME, ER_EVENT_ALREADY_EXISTS,
+    ER_EVENT_DOES_NOT_EXIST, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE,
+    ER_SERVER_SHUTDOWN, ER_SP_ALREADY_EXISTS, ER_SP_DOES_NOT_EXIST, ER_TABLE_EXISTS_ERROR,
+    ER_TRG_ALREADY_EXISTS, ER_TRG_DOES_NOT_EXIST,
+};
 
 /// What to do about an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,23 +23,6 @@ pub enum ErrorClass {
     /// Stop the service with OFFLINE:ERROR; never skip on our own.
     Definite,
 }
-
-/// `ER_LOCK_DEADLOCK`: deadlock found when trying to get lock.
-pub const ER_LOCK_DEADLOCK: u16 = 1213;
-/// `ER_LOCK_WAIT_TIMEOUT`: lock wait timeout exceeded.
-pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
-/// `CR_SERVER_GONE_ERROR`: server has gone away.
-pub const CR_SERVER_GONE_ERROR: u16 = 2006;
-/// `CR_SERVER_LOST`: lost connection during query.
-pub const CR_SERVER_LOST: u16 = 2013;
-/// `ER_CONNECTION_KILLED`: connection was killed.
-pub const ER_CONNECTION_KILLED: u16 = 1927;
-/// `ER_SERVER_SHUTDOWN`: server shutdown in progress.
-pub const ER_SERVER_SHUTDOWN: u16 = 1053;
-/// `ER_DUP_ENTRY`: duplicate key (the replica has diverged).
-pub const ER_DUP_ENTRY: u16 = 1062;
-/// `ER_KEY_NOT_FOUND`: can't find record (the replica has diverged).
-pub const ER_KEY_NOT_FOUND: u16 = 1032;
 
 /// Classifies a server (or client-library) error code.
 pub fn classify_code(code: u16) -> ErrorClass {
@@ -53,11 +46,6 @@ pub fn classify(error: &mysql_async::Error) -> ErrorClass {
         _ => ErrorClass::Definite,
     }
 }
-
-/// `CR_CONNECTION_ERROR`: cannot connect through the socket.
-pub const CR_CONNECTION_ERROR: u16 = 2002;
-/// `CR_CONN_HOST_ERROR`: cannot connect to the host.
-pub const CR_CONN_HOST_ERROR: u16 = 2003;
 
 /// Whether a reported error (its server code, 0 for none, and message) is
 /// transient by kind: a code [`classify_code`] retries, a client connect
@@ -87,15 +75,9 @@ pub fn is_transient_report(code: u16, message: &str) -> bool {
     }
 }
 
-/// Server errors a DDL statement gives when it already ran (exists / does
-/// not exist): `ER_DB_CREATE_EXISTS` 1007, `ER_DB_DROP_EXISTS` 1008,
-/// `ER_TABLE_EXISTS_ERROR` 1050, `ER_BAD_TABLE_ERROR` 1051,
-/// `ER_BAD_FIELD_ERROR` 1054, `ER_DUP_FIELDNAME` 1060, `ER_DUP_KEYNAME`
-/// 1061, `ER_CANT_DROP_FIELD_OR_KEY` 1091, `ER_NO_SUCH_TABLE` 1146,
-/// `ER_SP_ALREADY_EXISTS` 1304, `ER_SP_DOES_NOT_EXIST` 1305,
-/// `ER_TRG_ALREADY_EXISTS` 1359, `ER_TRG_DOES_NOT_EXIST` 1360,
-/// `ER_CANNOT_USER` 1396, `ER_EVENT_ALREADY_EXISTS` 1537,
-/// `ER_EVENT_DOES_NOT_EXIST` 1539.
+/// Server errors a DDL statement gives when it already ran: a database,
+/// table, column, key, routine, trigger, user or event that exists, or
+/// does not exist (the codes below).
 ///
 /// Used only when replaying the one DDL transaction a channel marked as
 /// started before a crash (restart table `ddl_seqno`): MariaDB 10.6+ DDL
@@ -104,21 +86,22 @@ pub fn is_transient_report(code: u16, message: &str) -> bool {
 pub fn is_ddl_already_applied(code: u16) -> bool {
     matches!(
         code,
-        1007 | 1008
-            | 1050
-            | 1051
-            | 1054
-            | 1060
-            | 1061
-            | 1091
-            | 1146
-            | 1304
-            | 1305
-            | 1359
-            | 1360
-            | 1396
-            | 1537
-            | 1539
+        ER_DB_CREATE_EXISTS
+            | ER_DB_DROP_EXISTS
+            | ER_TABLE_EXISTS_ERROR
+            | ER_BAD_TABLE_ERROR
+            | ER_BAD_FIELD_ERROR
+            | ER_DUP_FIELDNAME
+            | ER_DUP_KEYNAME
+            | ER_CANT_DROP_FIELD_OR_KEY
+            | ER_NO_SUCH_TABLE
+            | ER_SP_ALREADY_EXISTS
+            | ER_SP_DOES_NOT_EXIST
+            | ER_TRG_ALREADY_EXISTS
+            | ER_TRG_DOES_NOT_EXIST
+            | ER_CANNOT_USER
+            | ER_EVENT_ALREADY_EXISTS
+            | ER_EVENT_DOES_NOT_EXIST
     )
 }
 
@@ -128,7 +111,9 @@ pub fn is_ddl_already_applied(code: u16) -> bool {
 /// MariaDB 10.11 reports when `ALTER TABLE … ADD FOREIGN KEY` is run again).
 /// Same use as [`is_ddl_already_applied`].
 pub fn is_ddl_already_applied_error(code: u16, message: &str) -> bool {
-    is_ddl_already_applied(code) || code == 1826 || (code == 1005 && message.contains("errno: 121"))
+    is_ddl_already_applied(code)
+        || code == ER_DUP_CONSTRAINT_NAME
+        || (code == ER_CANT_CREATE_TABLE && message.contains("errno: 121"))
 }
 
 pub use crate::backoff::Backoff;

@@ -3,9 +3,10 @@
 //! §4: "a skip requested by the DBA is recorded the same way, so it is
 //! never applied later").
 //!
-//! Table `skipped_seqno`: `seqno` (primary key), `event_id` (binlog
-//! `file:pos` after the transaction, empty when it was not queued when the
-//! skip was recorded), `shard_id` (likewise), `skipped_at` (UTC).
+//! Table `skipped_seqno` ([`catalog::skipped_create`]): `seqno` (primary
+//! key), `event_id` (binlog `file:pos` after the transaction, empty when it
+//! was not queued when the skip was recorded), `shard_id` (likewise),
+//! `skipped_at` (UTC).
 //!
 //! A row is committed before the run that skips the seqno dispatches
 //! anything, and every later run reads the table and skips every seqno in
@@ -21,11 +22,8 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
-use crate::applier::sql::quote_ident;
+use crate::catalog::{self, SKIPPED_TABLE, TABLE_EXISTS};
 use crate::position::Seqno;
-
-/// Name of the table of skipped seqnos inside the catalog schema.
-pub const SKIPPED_TABLE: &str = "skipped_seqno";
 
 /// Most seqnos one request may record (a skip is a decision about single
 /// transactions, not a way to drop a range of the history).
@@ -51,20 +49,6 @@ pub struct SkippedError {
     /// The server's error.
     #[source]
     pub source: mysql_async::Error,
-}
-
-/// The `CREATE TABLE` statement of the table (the schema must exist).
-pub fn create_statement(catalog: &str) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {}.{} (\
-         seqno BIGINT UNSIGNED NOT NULL PRIMARY KEY, \
-         event_id VARCHAR(512) CHARACTER SET utf8mb4 NOT NULL, \
-         shard_id VARCHAR(192) CHARACTER SET utf8mb4 NOT NULL, \
-         skipped_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)\
-         ) ENGINE=InnoDB",
-        quote_ident(catalog),
-        quote_ident(SKIPPED_TABLE)
-    )
 }
 
 async fn without_binlog<T>(
@@ -99,13 +83,12 @@ pub async fn record(
     catalog: &str,
     skips: &[SkippedSeqno],
 ) -> Result<(), SkippedError> {
-    let table = format!("{}.{}", quote_ident(catalog), quote_ident(SKIPPED_TABLE));
     without_binlog(conn, catalog, async |conn: &mut Conn| {
-        conn.query_drop(create_statement(catalog)).await?;
+        conn.query_drop(catalog::skipped_create(catalog)).await?;
         conn.query_drop("START TRANSACTION").await?;
         for s in skips {
             conn.exec_drop(
-                format!("INSERT IGNORE INTO {table} (seqno, event_id, shard_id) VALUES (?, ?, ?)"),
+                catalog::skipped_insert(catalog),
                 (s.seqno.get(), s.event_id.as_str(), s.shard_id.as_str()),
             )
             .await?;
@@ -117,11 +100,7 @@ pub async fn record(
 
 async fn table_exists(conn: &mut Conn, catalog: &str) -> Result<bool, SkippedError> {
     let exists: Option<u64> = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM information_schema.TABLES \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-            (catalog, SKIPPED_TABLE),
-        )
+        .exec_first(TABLE_EXISTS, (catalog, SKIPPED_TABLE))
         .await
         .map_err(|source| SkippedError {
             catalog: catalog.to_string(),
@@ -139,11 +118,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<SkippedSeqno>, S
         return Ok(Vec::new());
     }
     let rows: Vec<(u64, String, String)> = conn
-        .query(format!(
-            "SELECT seqno, event_id, shard_id FROM {}.{} ORDER BY seqno",
-            quote_ident(catalog),
-            quote_ident(SKIPPED_TABLE)
-        ))
+        .query(catalog::skipped_select(catalog))
         .await
         .map_err(|source| SkippedError {
             catalog: catalog.to_string(),
@@ -168,21 +143,9 @@ pub async fn clear(conn: &mut Conn, catalog: &str) -> Result<u64, SkippedError> 
     if !table_exists(conn, catalog).await? {
         return Ok(0);
     }
-    let table = format!("{}.{}", quote_ident(catalog), quote_ident(SKIPPED_TABLE));
     without_binlog(conn, catalog, async |conn: &mut Conn| {
-        conn.query_drop(format!("DELETE FROM {table}")).await?;
+        conn.query_drop(catalog::skipped_delete(catalog)).await?;
         Ok(conn.affected_rows())
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn create_quotes_the_catalog() {
-        assert!(create_statement("shardrep_a`b")
-            .starts_with("CREATE TABLE IF NOT EXISTS `shardrep_a``b`.`skipped_seqno` ("));
-    }
 }

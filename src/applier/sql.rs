@@ -27,8 +27,8 @@
 //!   transaction become about one statement per table per block).
 //! - Identifiers are quoted with backticks, a backtick doubled
 //!   ([`quote_ident`]); values are never spliced into SQL text (the batched
-//!   block path turns the bound values into literals with [`literal`],
-//!   see `applier::channel`).
+//!   block path turns the bound values into literals with
+//!   [`crate::mysql::literal`], see `applier::channel`).
 //!
 //! Values are bound as the session expects them under `time_zone =
 //! '+00:00'`, `sql_mode = 'NO_AUTO_VALUE_ON_ZERO'` (as the server's own
@@ -47,6 +47,7 @@ use mysql_async::Value as Param;
 
 use crate::event::{ColumnInfo, RowImage, RowKind, RowsChange, Value};
 use crate::inspect::{fsp_of, value_text};
+use crate::mysql::quote_ident;
 
 /// Row counts a multi-row INSERT is split into, largest first: `n` rows go
 /// out as chunks of these sizes, so at most four statement texts exist per
@@ -65,20 +66,6 @@ fn is_date_time(column: &ColumnInfo) -> bool {
         column.column_type,
         TIMESTAMP | TIMESTAMP2 | DATETIME | DATETIME2
     )
-}
-
-/// `name` as a MySQL identifier: in backticks, each backtick doubled.
-pub fn quote_ident(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
-    out.push('`');
-    for c in name.chars() {
-        if c == '`' {
-            out.push('`');
-        }
-        out.push(c);
-    }
-    out.push('`');
-    out
 }
 
 /// The column names and key of a table as the applier uses them: names
@@ -721,12 +708,6 @@ mod tests {
     }
 
     #[test]
-    fn identifiers_are_quoted() {
-        assert_eq!(quote_ident("a`b"), "`a``b`");
-        assert_eq!(quote_ident(""), "``");
-    }
-
-    #[test]
     fn inserts_are_grouped_into_chunked_multi_row_statements() {
         let rows: Vec<RowPair> = (0..21)
             .map(|i| RowPair {
@@ -1062,93 +1043,5 @@ mod tests {
             err,
             "s`b.t: row image names column 6 but the table has 3 columns"
         );
-    }
-}
-
-/// A bound parameter as an SQL literal for the channel's session (`SET
-/// NAMES binary`, backslash escapes on): strings quoted and escaped by
-/// mysql_common (`Value::as_sql`), bytes that are not UTF-8 as a hex
-/// literal, FLOAT/DOUBLE in exponent form (`1.5e0`: parsed as a double,
-/// exact for every finite value), dates and times quoted.
-pub fn literal(param: &Param) -> String {
-    match param {
-        Param::Float(f) => format!("{f:e}"),
-        Param::Double(d) => format!("{d:e}"),
-        other => other.as_sql(false),
-    }
-}
-
-/// `template` with each `?` placeholder outside quoted identifiers and
-/// string literals replaced by the literal of the next parameter (see
-/// [`literal`]). Used to send a whole block as one multi-statement query.
-///
-/// # Errors
-/// A message when the placeholders and parameters do not pair up.
-pub fn interpolate(template: &str, params: &[Param], out: &mut String) -> Result<(), String> {
-    let mut params = params.iter();
-    let mut quote: Option<char> = None;
-    for c in template.chars() {
-        match quote {
-            Some(q) => {
-                out.push(c);
-                if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '`' | '\'' | '"' => {
-                    quote = Some(c);
-                    out.push(c);
-                }
-                '?' => {
-                    let p = params
-                        .next()
-                        .ok_or_else(|| format!("too few parameters for {template:?}"))?;
-                    out.push_str(&literal(p));
-                }
-                _ => out.push(c),
-            },
-        }
-    }
-    if params.next().is_some() {
-        return Err(format!("too many parameters for {template:?}"));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod literal_tests {
-    use super::*;
-
-    #[test]
-    fn placeholders_inside_quotes_are_left_alone() {
-        let mut out = String::new();
-        interpolate(
-            "UPDATE `a?b`.`t` SET `c` = ? WHERE `k?` = ? AND x = '?'",
-            &[Param::Bytes(b"it's".to_vec()), Param::Int(-5)],
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(
-            out,
-            "UPDATE `a?b`.`t` SET `c` = 'it\\'s' WHERE `k?` = -5 AND x = '?'"
-        );
-        assert!(interpolate("? ?", &[Param::Int(1)], &mut String::new()).is_err());
-        assert!(interpolate("?", &[Param::Int(1), Param::Int(2)], &mut String::new()).is_err());
-    }
-
-    #[test]
-    fn literals_keep_values_exact() {
-        assert_eq!(literal(&Param::NULL), "NULL");
-        assert_eq!(literal(&Param::Double(0.1)), "1e-1");
-        assert_eq!(literal(&Param::Double(1e-300)), "1e-300");
-        assert_eq!(literal(&Param::Float(3.4028235e38)), "3.4028235e38");
-        assert_eq!(literal(&Param::Bytes(vec![0xff, 0x00, b'\''])), "0xFF0027");
-        assert_eq!(literal(&Param::Bytes(b"a\\b\0".to_vec())), "'a\\\\b\\0'");
-        assert_eq!(
-            literal(&Param::Date(2024, 2, 29, 12, 0, 1, 5)),
-            "'2024-02-29 12:00:01.000005'"
-        );
-        assert_eq!(literal(&Param::UInt(u64::MAX)), "18446744073709551615");
     }
 }

@@ -81,6 +81,12 @@ use tokio::net::TcpStream;
 use mysql_async::prelude::Queryable;
 
 use crate::config::{defaults, LiveSourceConfig, Secret};
+use crate::mysql::error_codes::{
+    ER_ABORTING_CONNECTION, ER_CLIENT_INTERACTION_TIMEOUT, ER_CONNECTION_KILLED,
+    ER_CON_COUNT_ERROR, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NET_WRITE_INTERRUPTED,
+    ER_QUERY_INTERRUPTED, ER_SERVER_SHUTDOWN, ER_TOO_MANY_USER_CONNECTIONS,
+    ER_UNKNOWN_SYSTEM_VARIABLE,
+};
 use crate::position::{BinlogPosition, GtidPos};
 
 use super::binlog::Reader;
@@ -756,22 +762,22 @@ const MAX_PAYLOAD: usize = 0xff_ffff;
 /// utf8mb3_general_ci: known to every server.
 const CHARSET_UTF8: u8 = 33;
 
-const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
-
-/// Server error codes that go away by reconnecting later.
+/// Server error codes that go away by reconnecting later: too many
+/// connections, server shutdown, the network errors (aborted connection,
+/// read/write errors and timeouts), `max_user_connections`, a lock wait
+/// timeout or deadlock, an interrupted query, a killed connection, a
+/// disconnect for inactivity.
 fn transient_code(code: u16) -> bool {
     matches!(
         code,
-        1040 // too many connections
-        | 1053 // server shutdown in progress
-        | 1152
-            ..=1161 // aborted connection, network read/write errors
-        | 1203 // max_user_connections
-        | 1205 // lock wait timeout
-        | 1213 // deadlock
-        | 1317 // query interrupted
-        | 1927 // connection killed
-        | 4031 // disconnected by the server (inactivity)
+        ER_CON_COUNT_ERROR | ER_SERVER_SHUTDOWN | ER_ABORTING_CONNECTION
+            ..=ER_NET_WRITE_INTERRUPTED
+                | ER_TOO_MANY_USER_CONNECTIONS
+                | ER_LOCK_WAIT_TIMEOUT
+                | ER_LOCK_DEADLOCK
+                | ER_QUERY_INTERRUPTED
+                | ER_CONNECTION_KILLED
+                | ER_CLIENT_INTERACTION_TIMEOUT
     )
 }
 

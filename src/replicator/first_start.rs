@@ -4,7 +4,6 @@
 //! it was.
 
 use super::RunError;
-use crate::applier::channel;
 use crate::config::{Config, SourceEndpoint};
 
 /// Whether `catalog` exists on the replica (`conn`).
@@ -14,10 +13,7 @@ use crate::config::{Config, SourceEndpoint};
 async fn catalog_exists(conn: &mut mysql_async::Conn, catalog: &str) -> Result<bool, RunError> {
     use mysql_async::prelude::Queryable;
     let found: Option<String> = conn
-        .exec_first(
-            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
-            (catalog,),
-        )
+        .exec_first(crate::catalog::SCHEMA_EXISTS, (catalog,))
         .await
         .map_err(|e| {
             RunError::setup_client(
@@ -48,7 +44,7 @@ pub(super) async fn master_answers_before_catalog(
     if catalog_exists(replica, catalog).await? {
         return Ok(());
     }
-    let opts = channel::replica_opts(
+    let opts = crate::mysql::connection_opts(
         &live.host,
         live.port,
         None,

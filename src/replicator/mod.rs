@@ -204,7 +204,7 @@ async fn native_appliers(
 }
 
 pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
-    channel::replica_opts(
+    crate::mysql::connection_opts(
         &config.replica.host,
         config.replica.port,
         config.replica.socket.as_deref(),
@@ -347,7 +347,7 @@ pub fn run(
                  channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
                  was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
                 config.queue.dir.display(),
-                restart::RESTART_TABLE,
+                crate::catalog::RESTART_TABLE,
                 row.event_id,
                 if row.gtid.is_empty() { "-" } else { &row.gtid },
                 if all_equal {

@@ -33,8 +33,10 @@ use super::{Observer, RunError, RunOptions};
 use crate::applier::channel::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
+use crate::catalog;
 use crate::config::{Config, Role};
 use crate::event::Transaction;
+use crate::mysql::QueryNoLog;
 use crate::position::{BinlogPosition, GtidPos, Seqno};
 use crate::queue::{QueueInfo, QueueOptions, TransactionQueue};
 use crate::shard::channel::ChannelAssignment;
@@ -1017,13 +1019,9 @@ impl Service {
             // restart rows and the recorded skips (their seqnos belong to
             // the queue removed below) so the next online takes over
             // afresh.
-            conn.query_drop_no_log(&format!(
-                "DELETE FROM {}.{}",
-                crate::applier::sql::quote_ident(&catalog),
-                crate::applier::sql::quote_ident(restart::RESTART_TABLE)
-            ))
-            .await
-            .map_err(|e| failed(format!("clearing the restart rows: {e}")))?;
+            conn.query_drop_no_log(&catalog::restart_delete(&catalog))
+                .await
+                .map_err(|e| failed(format!("clearing the restart rows: {e}")))?;
             skipped::clear(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(format!("clearing the recorded skips: {e}")))?;
@@ -1088,31 +1086,19 @@ impl Service {
                 .await
                 .map_err(|e| self.replica_conn_error(e))?;
             let exists: Option<u64> = conn
-                .exec_first(
-                    "SELECT COUNT(*) FROM information_schema.TABLES \
-                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-                    (&catalog, restart::RESTART_TABLE),
-                )
+                .exec_first(catalog::TABLE_EXISTS, (&catalog, catalog::RESTART_TABLE))
                 .await
                 .map_err(|e| failed(format!("reset: {e}")))?;
             let mut rows = 0;
             if exists == Some(1) {
                 rows = conn
-                    .query_first::<u64, _>(format!(
-                        "SELECT COUNT(*) FROM {}.{}",
-                        crate::applier::sql::quote_ident(&catalog),
-                        crate::applier::sql::quote_ident(restart::RESTART_TABLE)
-                    ))
+                    .query_first::<u64, _>(catalog::restart_count(&catalog))
                     .await
                     .map_err(|e| failed(format!("reset: {e}")))?
                     .unwrap_or(0);
-                conn.query_drop_no_log(&format!(
-                    "DELETE FROM {}.{}",
-                    crate::applier::sql::quote_ident(&catalog),
-                    crate::applier::sql::quote_ident(restart::RESTART_TABLE)
-                ))
-                .await
-                .map_err(|e| failed(format!("reset: clearing the restart rows: {e}")))?;
+                conn.query_drop_no_log(&catalog::restart_delete(&catalog))
+                    .await
+                    .map_err(|e| failed(format!("reset: clearing the restart rows: {e}")))?;
             }
             let skips = skipped::clear(&mut conn, &catalog)
                 .await
@@ -1297,19 +1283,6 @@ fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
              or `shardrepctl online --skip-seqno {seqno}` if it must never be applied"
         ),
         _ => String::new(),
-    }
-}
-
-trait QueryNoLog {
-    async fn query_drop_no_log(&mut self, sql: &str) -> Result<(), mysql_async::Error>;
-}
-
-impl QueryNoLog for mysql_async::Conn {
-    async fn query_drop_no_log(&mut self, sql: &str) -> Result<(), mysql_async::Error> {
-        use mysql_async::prelude::Queryable;
-        self.query_drop("SET SESSION sql_log_bin = 0").await?;
-        self.query_drop(sql).await?;
-        self.query_drop("SET SESSION sql_log_bin = DEFAULT").await
     }
 }
 

@@ -99,12 +99,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::map::{check_service_name, check_shard_id, Master, ShardEntry, ShardMap};
+use crate::catalog;
 use crate::config::{Config, ShardFilterConfig, ShardPolicy};
 use crate::event::{Transaction, UNKNOWN_SHARD};
 use crate::position::Seqno;
-
-/// Prefix of shardrep's catalog schemas, `shardrep_<service>`.
-pub const CATALOG_PREFIX: &str = "shardrep_";
 
 /// Which rule of the filter decided (numbered as in the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -256,7 +254,7 @@ impl ShardFilter {
         let service = service.into();
         let d = ShardFilterConfig::default();
         ShardFilter {
-            catalog_schema: format!("{CATALOG_PREFIX}{service}"),
+            catalog_schema: catalog::default_schema(&service),
             service,
             map,
             enforce_home: d.enforce_home,
@@ -444,7 +442,7 @@ impl ShardFilter {
         if shard == self.catalog_schema {
             return true;
         }
-        let Some(name) = shard.strip_prefix(CATALOG_PREFIX) else {
+        let Some(name) = shard.strip_prefix(catalog::PREFIX) else {
             return false;
         };
         name == self.service

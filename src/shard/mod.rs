@@ -25,6 +25,8 @@
 
 use std::fmt;
 
+use crate::catalog;
+
 pub mod channel;
 pub mod filter;
 pub mod foreign_keys;
@@ -40,8 +42,8 @@ pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
 
 /// Whether `schema`.`table` is a shardrep restart table: the table
-/// `restart_position` in a schema named `shardrep_<anything>`
-/// ([`filter::CATALOG_PREFIX`]). Another service's applier writes its
+/// [`catalog::RESTART_TABLE`] in a schema named `shardrep_<anything>`
+/// ([`catalog::PREFIX`]). Another service's applier writes its
 /// restart rows in the same transaction as the data it applies, so with
 /// `replica.sql_log_bin = true` they reach the binlog that transaction is
 /// read from: they never make a transaction's shard (the extractor's
@@ -50,12 +52,8 @@ pub use statement::{is_transaction_control, statement_shard};
 /// Only the restart table counts, so a user schema that happens to start
 /// with `shardrep_` is a shard like any other.
 pub fn is_catalog_table(schema: &str, table: &str) -> bool {
-    schema.starts_with(filter::CATALOG_PREFIX) && table == CATALOG_RESTART_TABLE
+    schema.starts_with(catalog::PREFIX) && table == catalog::RESTART_TABLE
 }
-
-/// The restart table's name in a catalog schema (the applier's
-/// `restart::RESTART_TABLE`).
-pub const CATALOG_RESTART_TABLE: &str = "restart_position";
 
 /// One problem on one line of a `shard.map` or `shard.list` text.
 ///

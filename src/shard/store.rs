@@ -5,18 +5,16 @@
 //! delete-all`), and edits (`shardrepctl shard …`) are written back with
 //! [`save`].
 //!
-//! Columns: `shard_id` (primary key), `master` (a service name or
-//! `#LOCAL`), `critical` (0/1). Written with `sql_log_bin = 0`: the map is
-//! the service's own configuration, not replicated data.
+//! Columns ([`catalog::shard_map_create`]): `shard_id` (primary key),
+//! `master` (a service name or `#LOCAL`), `critical` (0/1). Written with
+//! `sql_log_bin = 0`: the map is the service's own configuration, not
+//! replicated data.
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
-use crate::applier::sql::quote_ident;
+use crate::catalog::{self, SHARD_MAP_TABLE, TABLE_EXISTS};
 use crate::shard::map::{Master, ShardEntry, ShardMap};
-
-/// Name of the table inside the catalog schema.
-pub const SHARD_MAP_TABLE: &str = "shard_map";
 
 /// Errors of the stored shard map.
 #[derive(Debug, thiserror::Error)]
@@ -42,10 +40,6 @@ pub enum ShardStoreError {
     },
 }
 
-fn table(catalog: &str) -> String {
-    format!("{}.{}", quote_ident(catalog), quote_ident(SHARD_MAP_TABLE))
-}
-
 /// Creates the table if needed and returns the stored map; when the table
 /// did not exist yet and `initial` is given, stores `initial` and returns
 /// it. An existing table is the map even when empty (an emptied map is not
@@ -63,26 +57,13 @@ pub async fn load_or_init(
         source,
     };
     let existed: Option<i64> = conn
-        .exec_first(
-            "SELECT COUNT(*) FROM information_schema.TABLES \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-            (catalog, SHARD_MAP_TABLE),
-        )
+        .exec_first(TABLE_EXISTS, (catalog, SHARD_MAP_TABLE))
         .await
         .map_err(sql_err)?;
     let existed = existed.unwrap_or(0) > 0;
-    conn.query_drop(format!(
-        "SET SESSION sql_log_bin = 0; CREATE DATABASE IF NOT EXISTS {}; \
-         CREATE TABLE IF NOT EXISTS {} (\
-         shard_id VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, \
-         master VARCHAR(64) CHARACTER SET utf8mb4 NOT NULL, \
-         critical TINYINT NOT NULL DEFAULT 0) ENGINE=InnoDB; \
-         SET SESSION sql_log_bin = DEFAULT",
-        quote_ident(catalog),
-        table(catalog)
-    ))
-    .await
-    .map_err(sql_err)?;
+    conn.query_drop(catalog::shard_map_create(catalog))
+        .await
+        .map_err(sql_err)?;
     let stored = read(conn, catalog).await?;
     match initial {
         Some(map) if !existed && stored.is_empty() => {
@@ -99,10 +80,7 @@ pub async fn load_or_init(
 /// [`ShardStoreError`].
 pub async fn read(conn: &mut Conn, catalog: &str) -> Result<ShardMap, ShardStoreError> {
     let rows: Vec<(String, String, i8)> = conn
-        .query(format!(
-            "SELECT shard_id, master, critical FROM {} ORDER BY shard_id",
-            table(catalog)
-        ))
+        .query(catalog::shard_map_select(catalog))
         .await
         .map_err(|source| ShardStoreError::Sql {
             catalog: catalog.to_string(),
@@ -135,12 +113,8 @@ pub async fn save(conn: &mut Conn, catalog: &str, map: &ShardMap) -> Result<(), 
         .await
         .map_err(sql_err)?;
     let result = async {
-        conn.query_drop(format!("DELETE FROM {}", table(catalog)))
-            .await?;
-        let insert = format!(
-            "INSERT INTO {} (shard_id, master, critical) VALUES (?, ?, ?)",
-            table(catalog)
-        );
+        conn.query_drop(catalog::shard_map_delete(catalog)).await?;
+        let insert = catalog::shard_map_insert(catalog);
         for entry in map.iter() {
             conn.exec_drop(
                 insert.as_str(),

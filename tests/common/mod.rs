@@ -178,7 +178,7 @@ pub fn unique_schema(label: &str) -> String {
 }
 
 /// `name` as a MySQL identifier (the crate's own quoting).
-pub use shardrep::applier::sql::quote_ident;
+pub use shardrep::mysql::quote_ident;
 
 /// Polls `check` until it yields `Some`, at most until `timeout` has passed;
 /// then fails with `what` in the message. The poll interval grows from 5 ms

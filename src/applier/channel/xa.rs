@@ -17,7 +17,7 @@
 //! Neither can commit with the restart row (a restart row written inside
 //! the XA branch would only commit at `XA COMMIT`, and would hold the
 //! row's lock until then). Exactly once comes from the DDL mark instead
-//! (`ddl_seqno`, [`restart::mark_ddl_statement`]), committed before the
+//! (`ddl_seqno`, [`crate::catalog::restart_mark_ddl`]), committed before the
 //! XA statement once the check below passes (never on a definite error,
 //! so no later start reads a failed seqno as done), and from `XA
 //! RECOVER`, which lists the xids prepared on the replica:
@@ -41,12 +41,8 @@ use mysql_async::Conn;
 
 use super::{elide, ApplyError, Channel, Marker};
 use crate::event::{Change, Transaction};
+use crate::mysql::error_codes::{ER_XAER_DUPID, ER_XAER_NOTA};
 use crate::xa::{is_xa_sql, XaRole, Xid};
-
-/// `ER_XAER_NOTA`: unknown xid.
-const ER_XAER_NOTA: u16 = 1397;
-/// `ER_XAER_DUPID`: the xid already exists.
-const ER_XAER_DUPID: u16 = 1440;
 
 type Attempt = Result<(), (ApplyError, Option<mysql_async::Error>)>;
 

@@ -1,0 +1,218 @@
+//! MySQL/MariaDB helpers that know nothing of the pipeline: identifier
+//! quoting ([`quote_ident`]), SQL literals ([`literal`], [`interpolate`],
+//! [`sql_string_literal`]), connection options ([`connection_opts`]), a
+//! statement run without binary logging (`QueryNoLog`) and the server and
+//! client error codes shardrep acts on ([`error_codes`]).
+//!
+//! This module imports nothing of the crate: it sits at the bottom of the
+//! layers of shared/DESIGN.md §7 with `position`, and whatever knows about
+//! seqnos, channels, shards or the catalog schema lives above it (the
+//! catalog's names and statements are in the `catalog` module, the layer
+//! just above).
+
+pub mod error_codes;
+
+use mysql_async::{Opts, OptsBuilder, Value as Param};
+
+/// `name` as a MySQL identifier: in backticks, each backtick doubled
+/// (MariaDB KB, "Identifier Names").
+pub fn quote_ident(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('`');
+    for c in name.chars() {
+        if c == '`' {
+            out.push('`');
+        }
+        out.push(c);
+    }
+    out.push('`');
+    out
+}
+
+/// A bound parameter as an SQL literal for a session with `SET NAMES
+/// binary` and backslash escapes on: strings quoted and escaped by
+/// mysql_common (`Value::as_sql`), bytes that are not UTF-8 as a hex
+/// literal, FLOAT/DOUBLE in exponent form (`1.5e0`: parsed as a double,
+/// exact for every finite value), dates and times quoted.
+pub fn literal(param: &Param) -> String {
+    match param {
+        Param::Float(f) => format!("{f:e}"),
+        Param::Double(d) => format!("{d:e}"),
+        other => other.as_sql(false),
+    }
+}
+
+/// `template` with each `?` placeholder outside quoted identifiers and
+/// string literals replaced by the literal of the next parameter (see
+/// [`literal`]), appended to `out`. Used to send a whole block of prepared
+/// statements as one multi-statement query.
+///
+/// # Errors
+/// A message when the placeholders and parameters do not pair up.
+pub fn interpolate(template: &str, params: &[Param], out: &mut String) -> Result<(), String> {
+    let mut params = params.iter();
+    let mut quote: Option<char> = None;
+    for c in template.chars() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '`' | '\'' | '"' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                '?' => {
+                    let p = params
+                        .next()
+                        .ok_or_else(|| format!("too few parameters for {template:?}"))?;
+                    out.push_str(&literal(p));
+                }
+                _ => out.push(c),
+            },
+        }
+    }
+    if params.next().is_some() {
+        return Err(format!("too many parameters for {template:?}"));
+    }
+    Ok(())
+}
+
+/// A text that cannot be written as an SQL string literal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("contains a NUL character")]
+pub struct NulInLiteral;
+
+/// `text` as a single-quoted SQL string literal, for statements that take
+/// no placeholders (`CHANGE MASTER TO`): `'` doubled; `\` doubled unless
+/// the session's `sql_mode` has `NO_BACKSLASH_ESCAPES` (then a backslash is
+/// an ordinary character). NUL is refused (MariaDB KB, "String Literals").
+///
+/// # Errors
+/// [`NulInLiteral`] for a NUL character.
+pub fn sql_string_literal(text: &str, no_backslash_escapes: bool) -> Result<String, NulInLiteral> {
+    if text.contains('\0') {
+        return Err(NulInLiteral);
+    }
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' if !no_backslash_escapes => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    Ok(out)
+}
+
+/// mysql_async options for a connection: TCP to `host:port`, or the Unix
+/// socket `socket` when given; never silently the socket (`prefer_socket`
+/// off), so the configured transport is the one used. `CLIENT_FOUND_ROWS`
+/// (an UPDATE counts the rows it matched), a statement cache of 512.
+pub fn connection_opts(
+    host: &str,
+    port: u16,
+    socket: Option<&std::path::Path>,
+    user: &str,
+    password: &str,
+) -> Opts {
+    OptsBuilder::default()
+        .ip_or_hostname(host.to_string())
+        .tcp_port(port)
+        .socket(socket.map(|p| p.to_string_lossy().into_owned()))
+        .user(Some(user.to_string()))
+        .pass(Some(password.to_string()))
+        .prefer_socket(false)
+        .client_found_rows(true)
+        .stmt_cache_size(512)
+        .into()
+}
+
+/// A statement run with `sql_log_bin = 0` for the session, then the
+/// session's default again: a change that belongs to this server alone and
+/// must not reach its binlog.
+pub(crate) trait QueryNoLog {
+    /// Runs `sql` (no result set) with binary logging off.
+    async fn query_drop_no_log(&mut self, sql: &str) -> Result<(), mysql_async::Error>;
+}
+
+impl QueryNoLog for mysql_async::Conn {
+    async fn query_drop_no_log(&mut self, sql: &str) -> Result<(), mysql_async::Error> {
+        use mysql_async::prelude::Queryable;
+        self.query_drop("SET SESSION sql_log_bin = 0").await?;
+        self.query_drop(sql).await?;
+        self.query_drop("SET SESSION sql_log_bin = DEFAULT").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("a`b"), "`a``b`");
+        assert_eq!(quote_ident(""), "``");
+    }
+
+    #[test]
+    fn placeholders_inside_quotes_are_left_alone() {
+        let mut out = String::new();
+        interpolate(
+            "UPDATE `a?b`.`t` SET `c` = ? WHERE `k?` = ? AND x = '?'",
+            &[Param::Bytes(b"it's".to_vec()), Param::Int(-5)],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "UPDATE `a?b`.`t` SET `c` = 'it\\'s' WHERE `k?` = -5 AND x = '?'"
+        );
+        assert!(interpolate("? ?", &[Param::Int(1)], &mut String::new()).is_err());
+        assert!(interpolate("?", &[Param::Int(1), Param::Int(2)], &mut String::new()).is_err());
+    }
+
+    #[test]
+    fn literals_keep_values_exact() {
+        assert_eq!(literal(&Param::NULL), "NULL");
+        assert_eq!(literal(&Param::Double(0.1)), "1e-1");
+        assert_eq!(literal(&Param::Double(1e-300)), "1e-300");
+        assert_eq!(literal(&Param::Float(3.4028235e38)), "3.4028235e38");
+        assert_eq!(literal(&Param::Bytes(vec![0xff, 0x00, b'\''])), "0xFF0027");
+        assert_eq!(literal(&Param::Bytes(b"a\\b\0".to_vec())), "'a\\\\b\\0'");
+        assert_eq!(
+            literal(&Param::Date(2024, 2, 29, 12, 0, 1, 5)),
+            "'2024-02-29 12:00:01.000005'"
+        );
+        assert_eq!(literal(&Param::UInt(u64::MAX)), "18446744073709551615");
+    }
+
+    #[test]
+    fn string_literal_doubles_quotes_and_backslashes() {
+        assert_eq!(
+            sql_string_literal("mariadb-bin.000001", false).unwrap(),
+            "'mariadb-bin.000001'"
+        );
+        assert_eq!(
+            sql_string_literal("x'; DROP DATABASE d; --.000001", false).unwrap(),
+            "'x''; DROP DATABASE d; --.000001'"
+        );
+        assert_eq!(
+            sql_string_literal(r"a\'b.000001", false).unwrap(),
+            r"'a\\''b.000001'"
+        );
+        // Under NO_BACKSLASH_ESCAPES a backslash is an ordinary character.
+        assert_eq!(
+            sql_string_literal(r"a\'b.000001", true).unwrap(),
+            r"'a\''b.000001'"
+        );
+        let err = sql_string_literal("a\0b.1", false).unwrap_err();
+        assert_eq!(err, NulInLiteral);
+        assert_eq!(err.to_string(), "contains a NUL character");
+    }
+}
