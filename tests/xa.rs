@@ -23,8 +23,8 @@ use common::service::{
     wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
 };
 use common::{
-    assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
-    Server,
+    assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, wait_until,
+    Sandbox, Server,
 };
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -266,6 +266,22 @@ async fn prepare_commit_rollback_restart_and_kill_while_prepared() {
     spec.remove(sb).await;
 }
 
+/// The highest restart-row seqno once it reaches `seqno` (or the last one
+/// read after 60 s). After a restart, status reports the restart rows read
+/// at start, so `wait_applied_to_master` can return before the channel
+/// that replays the rewound transaction has written its restart row.
+async fn restart_max_reaches(sb: &Sandbox, spec: &ServiceSpec, seqno: i64) -> Option<i64> {
+    let reached = wait_until("the restart rows", Duration::from_secs(60), || async {
+        let max = spec.restart_seqnos(sb).await.into_iter().max();
+        (max >= Some(seqno)).then_some(max)
+    })
+    .await;
+    match reached {
+        Ok(max) => max,
+        Err(_) => spec.restart_seqnos(sb).await.into_iter().max(),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|c| format!("{c:02x}")).collect()
 }
@@ -319,7 +335,7 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     wait_applied_to_master(sb, &spec).await;
     // The channel that ran it moved to it (the other has no marker yet).
     assert_eq!(
-        spec.restart_seqnos(sb).await.into_iter().max(),
+        restart_max_reaches(sb, &spec, prepare_seqno).await,
         Some(prepare_seqno)
     );
     assert_eq!(prepared(sb, TARGET, &prefix).await.len(), 1);
@@ -337,7 +353,7 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     let process = start(sb, &spec);
     wait_applied_to_master(sb, &spec).await;
     assert_eq!(
-        spec.restart_seqnos(sb).await.into_iter().max(),
+        restart_max_reaches(sb, &spec, commit_seqno).await,
         Some(commit_seqno)
     );
     assert!(process
