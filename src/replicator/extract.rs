@@ -2,7 +2,7 @@
 //! transaction appended with the extractor's progress after it (the
 //! binlog and GTID positions where a restarted extraction resumes). One
 //! loop, [`extract_to_queue`], serves the service's extractor thread
-//! ([`ExtractorThread`]) and `shardrep extract --to-queue`.
+//! (`ExtractorThread`) and `shardrep extract --to-queue`.
 //!
 //! The progress after a transaction: its seqno; the epoch (the first
 //! seqno of this extraction); its end position, which is the assembler's

@@ -15,7 +15,7 @@ use super::purge::Purger;
 use crate::applier::channel::Progress;
 use crate::event::Transaction;
 use crate::position::Seqno;
-use crate::queue::{QueueReader, TransactionQueue};
+use crate::queue::{QueueError, QueueReader, TransactionQueue};
 
 /// The longest the feed waits for the queue before it looks at the stop
 /// requests, native replication and the extractor again: how promptly a
@@ -24,6 +24,9 @@ pub(super) const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(10);
 
 /// What stops the scheduler besides the queue.
 pub(super) struct FeedStops<'a> {
+    /// The extractor: its error stops the run, and so does its idle end
+    /// with `stop_when_idle`.
+    pub extractor: &'a ExtractorThread,
     /// The run's stop request.
     pub stop: &'a AtomicBool,
     /// Stop once this seqno is handed over (`u64::MAX`: never); may change
@@ -41,7 +44,6 @@ pub(super) struct Feed<'a, 'n> {
     queue: &'a TransactionQueue,
     reader: QueueReader,
     progress: &'a Progress,
-    extractor: &'a ExtractorThread,
     stops: FeedStops<'a>,
     native: NativeCheck<'n>,
     purger: Purger,
@@ -51,26 +53,27 @@ pub(super) struct Feed<'a, 'n> {
 }
 
 impl<'a, 'n> Feed<'a, 'n> {
-    /// A feed reading `queue` with `reader`; `progress` is the channels'
-    /// (for purges).
+    /// A feed reading `queue` from seqno `start`; `progress` is the
+    /// channels' (for purges).
+    ///
+    /// # Errors
+    /// [`crate::queue::QueueError::Purged`] when `start` is purged.
     pub fn new(
         queue: &'a TransactionQueue,
-        reader: QueueReader,
+        start: Seqno,
         progress: &'a Progress,
-        extractor: &'a ExtractorThread,
         stops: FeedStops<'a>,
         native: NativeCheck<'n>,
-    ) -> Feed<'a, 'n> {
-        Feed {
+    ) -> Result<Feed<'a, 'n>, QueueError> {
+        Ok(Feed {
+            reader: queue.reader_from(start)?,
             queue,
-            reader,
             progress,
-            extractor,
             stops,
             native,
             purger: Purger::default(),
             read_failed_at: None,
-        }
+        })
     }
 
     /// Ends the feed: the native-replication check (for its findings and
@@ -135,14 +138,14 @@ impl<'a, 'n> Feed<'a, 'n> {
                 self.purger.dispatched(self.queue, self.progress);
                 return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
             }
-            if self.extractor.failed() {
+            if self.stops.extractor.failed() {
                 // Everything extracted is dispatched: stop the channels
                 // there; the run then ends with the extractor's error
                 // (and the master's code) as RunError::Extract.
                 return self.stop_scheduler();
             }
             if self.stops.stop_when_idle
-                && self.extractor.idle()
+                && self.stops.extractor.idle()
                 && self.reader.next_seqno() >= self.queue.next_seqno()
             {
                 return self.stop_scheduler();

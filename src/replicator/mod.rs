@@ -67,6 +67,24 @@ pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
     )
 }
 
+/// A new connection to the configured replica, as
+/// [`crate::replica::connect`] opens it (takeover and handback).
+///
+/// # Errors
+/// [`crate::replica::ReplicaError`] naming the replica.
+async fn connect_replica_for_takeover(
+    config: &Config,
+) -> Result<mysql_async::Conn, crate::replica::ReplicaError> {
+    crate::replica::connect(
+        &config.replica.host,
+        config.replica.port,
+        config.replica.socket.as_deref(),
+        &config.replica.user,
+        &config.replica.password,
+    )
+    .await
+}
+
 /// A new connection to the configured replica.
 ///
 /// # Errors

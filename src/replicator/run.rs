@@ -77,6 +77,22 @@ pub struct Observer {
     pub foreign_keys: Mutex<Option<Arc<Mutex<ForeignKeyGroups>>>>,
 }
 
+impl Observer {
+    /// Shows the live parts of a run whose channels are connected and
+    /// applying.
+    fn applying(
+        &self,
+        progress: &Arc<Progress>,
+        counters: &Arc<SchedulerCounters>,
+        queue: &Arc<TransactionQueue>,
+    ) {
+        *self.progress.lock().expect("observer") = Some(progress.clone());
+        *self.counters.lock().expect("observer") = Some(counters.clone());
+        *self.queue.lock().expect("observer") = Some(queue.clone());
+        self.applying.store(true, Ordering::Release);
+    }
+}
+
 /// Runs the service until `stop` is set (or, with
 /// `options.stop_when_idle`, until the source has no more transactions and
 /// everything is applied), then stops cleanly. With `[service] role =
@@ -96,7 +112,7 @@ pub struct Observer {
 /// is at the STOP marker's seqno); then the extractor is told to stop and
 /// its thread joined; then the native-replication check disconnects.
 /// When several parts failed, the first of these wins
-/// ([`super::error::Ended::first_error`]): a channel's apply error, a
+/// (`Ended::first_error` in `error.rs`): a channel's apply error, a
 /// channel thread's panic, native replication found running, a queue read
 /// error, the scheduler's error, the extractor's error. Only a run that
 /// ended cleanly flushes the queue and reads the final restart rows.
@@ -147,26 +163,23 @@ pub fn run(
     // The scheduler, on this thread.
     let counters = Arc::new(SchedulerCounters::default());
     if let Some(o) = &options.observer {
-        *o.progress.lock().expect("observer") = Some(channels.progress.clone());
-        *o.counters.lock().expect("observer") = Some(counters.clone());
-        *o.queue.lock().expect("observer") = Some(queue.clone());
-        o.applying.store(true, Ordering::Release);
+        o.applying(&channels.progress, &counters, &queue);
     }
     let scheduler_stop = AtomicBool::new(false);
     native.restart_interval();
     let mut feed = Feed::new(
         &queue,
-        queue.reader_from(start_seqno)?,
+        start_seqno,
         &channels.progress,
-        &extractor,
         FeedStops {
+            extractor: &extractor,
             stop: &stop,
             stop_at: options.stop_at.as_deref(),
             stop_when_idle: options.stop_when_idle,
             scheduler_stop: &scheduler_stop,
         },
         native,
-    );
+    )?;
     let settings = SchedulerSettings {
         sync_interval_seqnos: config.apply.sync_interval_seqnos,
         stop_after: None,
