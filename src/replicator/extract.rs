@@ -273,15 +273,19 @@ pub async fn extract_to_queue(
 }
 
 /// Completes once `flag` is set: looked at on every poll, and every
-/// `every` while nothing else wakes the task. Must be called inside a
-/// tokio runtime.
+/// `every` while nothing else wakes the task. Polled on a tokio runtime
+/// with its timer enabled.
 pub fn flag_raised(flag: &AtomicBool, every: Duration) -> impl Future<Output = ()> + '_ {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick: Option<tokio::time::Interval> = None;
     std::future::poll_fn(move |cx| {
         if flag.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
+        let tick = tick.get_or_insert_with(|| {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
         // Drain elapsed ticks until the timer is armed for a wake-up.
         while tick.poll_tick(cx).is_ready() {}
         Poll::Pending
@@ -398,4 +402,42 @@ fn extract_thread(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn flag_raised_completes_within_its_interval_of_the_flag() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                flag.store(true, Ordering::Release);
+            })
+        };
+        let started = Instant::now();
+        runtime.block_on(async {
+            let every = Duration::from_millis(20);
+            // Nothing else wakes the task: only the interval notices.
+            tokio::time::timeout(Duration::from_secs(10), flag_raised(&flag, every))
+                .await
+                .expect("the flag is noticed");
+        });
+        let waited = started.elapsed();
+        setter.join().unwrap();
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        // Already set: ready on the first poll.
+        let started = Instant::now();
+        runtime.block_on(flag_raised(&flag, Duration::from_secs(3600)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
 }
