@@ -10,8 +10,9 @@ use clap::Parser;
 use shardrep::config::{Config, FilesSourceConfig, SourceEndpoint, StartPosition};
 use shardrep::extractor::reader::{resolve_start, ExtractStart, Extractor};
 use shardrep::inspect::{transaction_json, transaction_text};
-use shardrep::position::{Epoch, GtidPos, Seqno};
-use shardrep::queue::{ExtractorProgress, QueueOptions, TransactionQueue};
+use shardrep::position::Seqno;
+use shardrep::queue::{QueueOptions, TransactionQueue};
+use shardrep::replicator::extract::{extract_to_queue, ExtractEnd, ExtractPlan, FirstStart};
 
 /// shardrep: parallel, sharded replication applier for MySQL-family databases.
 #[derive(Parser, Debug)]
@@ -196,7 +197,7 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("start the async runtime")?;
             match to_queue {
-                Some(dir) => runtime.block_on(extract_to_queue(
+                Some(dir) => runtime.block_on(extract_into_queue_dir(
                     config,
                     binlog_dir,
                     from,
@@ -316,9 +317,9 @@ async fn extract(
 }
 
 /// `extract --to-queue`: appends every transaction with the extractor's
-/// progress after it; resumes from the queue's stored progress when there
-/// is one.
-async fn extract_to_queue(
+/// progress after it ([`extract_to_queue`], the service's extract loop);
+/// resumes from the queue's stored progress when there is one.
+async fn extract_into_queue_dir(
     config: Option<PathBuf>,
     binlog_dir: Option<PathBuf>,
     from: Option<String>,
@@ -348,7 +349,7 @@ async fn extract_to_queue(
         };
         anyhow::anyhow!("{e}{hint}")
     })?;
-    let (start, next_seqno, mut gtid) = match queue.last_progress() {
+    let plan = match queue.last_progress() {
         Some(p) => {
             tracing::info!(
                 queue = %dir.display(),
@@ -358,56 +359,25 @@ async fn extract_to_queue(
                 "resuming after the last stored transaction{}",
                 if from.is_some() { "; --from is ignored" } else { "" }
             );
-            (
-                ExtractStart::File(p.position.clone()),
-                p.seqno.next(),
-                p.gtid_position.clone(),
-            )
+            ExtractPlan::resume(&endpoint, &p)
         }
         None => {
             let start = start_of(&endpoint, from, configured_start).await?;
-            let gtid = match &start {
-                ExtractStart::Gtid(g) => g.clone(),
-                ExtractStart::File(_) => GtidPos::new(),
-            };
-            (start, queue.next_seqno(), gtid)
+            ExtractPlan::first(&endpoint, FirstStart::At(start)).await?
         }
     };
-    let epoch = Epoch::starting_at(next_seqno);
-    let mut extractor = Extractor::open(&endpoint, start, next_seqno, follow)?;
-    let mut count = 0u64;
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
-    while limit.is_none_or(|l| count < l) {
-        let next = tokio::select! {
-            next = extractor.next_transaction() => next?,
-            _ = &mut interrupt => {
-                tracing::info!("interrupted; flushing the queue");
-                break;
-            }
-        };
-        let Some(txn) = next else {
-            break;
-        };
-        if let Some(g) = txn.gtid {
-            gtid.update(g);
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let extracted = extract_to_queue(&endpoint, &queue, plan, follow, limit, interrupt).await?;
+    match extracted.end {
+        ExtractEnd::Stopped => tracing::info!("interrupted; flushing the queue"),
+        ExtractEnd::StoppedWhileFull => {
+            tracing::info!("interrupted while the queue is full; flushing the queue")
         }
-        let progress = ExtractorProgress {
-            seqno: txn.seqno,
-            epoch,
-            position: extractor.assembler().resume_position().clone(),
-            gtid_position: gtid.clone(),
-        };
-        let appended = tokio::select! {
-            r = queue.append_async(&txn, &progress) => r,
-            _ = &mut interrupt => {
-                tracing::info!("interrupted while the queue is full; flushing the queue");
-                break;
-            }
-        };
-        appended?;
-        count += 1;
+        ExtractEnd::SourceEnd | ExtractEnd::Limit => {}
     }
+    let count = extracted.stored;
     let progress = queue.last_progress();
     let min = queue.min_seqno();
     queue.close()?;

@@ -717,6 +717,11 @@ impl TransactionQueue {
     ) -> Result<(), QueueError> {
         let record = self.inner.encode(txn, progress)?;
         loop {
+            // Registered for a wake-up only when full (then tried again,
+            // so that room made before the registration is not missed).
+            if let TryAppend::Done = self.inner.try_append(txn, progress, &record, true)? {
+                return Ok(());
+            }
             let notified = self.inner.space_notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
@@ -1806,10 +1811,33 @@ impl QueueReader {
     /// # Errors
     /// As [`QueueReader::try_next`].
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Transaction>, QueueError> {
+        Ok(self.wait_record(timeout, false)?.map(|(t, _)| t))
+    }
+
+    /// As [`QueueReader::next_timeout`], with the extractor progress
+    /// stored with the transaction.
+    ///
+    /// # Errors
+    /// As [`QueueReader::try_next`].
+    pub fn next_timeout_with_progress(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<(Transaction, ExtractorProgress)>, QueueError> {
+        Ok(self
+            .wait_record(timeout, true)?
+            .map(|(t, p)| (t, p.expect("asked for the progress"))))
+    }
+
+    /// The next record, waiting up to `timeout` for its append.
+    fn wait_record(
+        &mut self,
+        timeout: Duration,
+        with_progress: bool,
+    ) -> Result<Option<(Transaction, Option<ExtractorProgress>)>, QueueError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(txn) = self.try_next()? {
-                return Ok(Some(txn));
+            if let Some(found) = self.next_record(with_progress)? {
+                return Ok(Some(found));
             }
             let mut s = lock(&self.inner.shared);
             if self.available(&s) {

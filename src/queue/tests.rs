@@ -354,6 +354,40 @@ fn blocking_reader_is_woken_by_append() {
 }
 
 #[test]
+fn blocking_reader_with_progress_is_woken_by_append() {
+    let dir = TempDir::new("wake-progress");
+    let q = Arc::new(TransactionQueue::open(options(&dir)).unwrap());
+    let mut r = q.reader_from(Seqno(0)).unwrap();
+    let started = Instant::now();
+    assert!(r
+        .next_timeout_with_progress(Duration::from_millis(30))
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() >= Duration::from_millis(30));
+    let writer = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let t = txn(0, 10);
+            let mut p = progress(&t);
+            p.epoch = Epoch(7);
+            q.append(&t, &p).unwrap();
+        })
+    };
+    let (t, p) = r
+        .next_timeout_with_progress(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(t, txn(0, 10));
+    assert_eq!(p.seqno, Seqno(0));
+    assert_eq!(p.epoch, Epoch(7));
+    assert_eq!(p.position, t.end_position);
+    assert_eq!(p, q.last_progress().unwrap());
+    assert_eq!(r.next_seqno(), Seqno(1));
+}
+
+#[test]
 fn full_queue_waits_for_purge_and_never_drops() {
     let dir = TempDir::new("full");
     let mut opts = options(&dir);

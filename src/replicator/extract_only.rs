@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{extract_loop, ExtractFailure, RunError, RunOptions, RunReport};
+use super::extract::{ExtractorThread, FirstStart};
+use super::{RunError, RunOptions, RunReport};
 use crate::config::Config;
 use crate::queue::{QueueOptions, TransactionQueue};
 
@@ -36,19 +37,12 @@ pub(super) fn run(
         queue_next = first.get(),
         "starting: extracting into the queue only (no replica)"
     );
-    let extract_stop = Arc::new(AtomicBool::new(false));
-    let idle = Arc::new(AtomicBool::new(false));
-    let extractor = {
-        let (queue, config) = (queue.clone(), config.clone());
-        let (extract_stop, idle) = (extract_stop.clone(), idle.clone());
-        let stop_when_idle = options.stop_when_idle;
-        std::thread::Builder::new()
-            .name("shardrep-extract".into())
-            .spawn(move || {
-                extract_loop(&config, &queue, &extract_stop, &idle, stop_when_idle, None)
-            })
-            .map_err(|e| RunError::setup(format!("cannot start the extractor thread: {e}")))?
-    };
+    let extractor = ExtractorThread::spawn(
+        config,
+        &queue,
+        options.stop_when_idle,
+        FirstStart::Configured(config.source.start.clone()),
+    )?;
     if let Some(o) = &options.observer {
         *o.queue.lock().expect("observer") = Some(queue.clone());
         o.applying.store(true, Ordering::Release);
@@ -56,14 +50,9 @@ pub(super) fn run(
     while !extractor.is_finished() && !stop.load(Ordering::Acquire) {
         std::thread::sleep(POLL);
     }
-    extract_stop.store(true, Ordering::Release);
-    let result = extractor
-        .join()
-        .unwrap_or_else(|_| Err("the extractor thread panicked".into()));
+    let result = extractor.stop();
     queue.flush()?;
-    if let Err(ExtractFailure { message, code }) = result {
-        return Err(RunError::Extract { message, code });
-    }
+    result?;
     tracing::info!(
         stored = queue.next_seqno().get() - first.get(),
         "extractor stopped"

@@ -1,0 +1,81 @@
+//! A run's apply channels: one `shardrep-apply-NN` thread per channel,
+//! each fed by a bounded queue from the scheduler, sharing one
+//! [`Progress`].
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::applier::channel::{self, ApplyError, ChannelSettings, Progress, Work};
+use crate::applier::restart::RestartRow;
+use crate::config::Config;
+use crate::position::ChannelId;
+
+use super::{replica_opts, RunError};
+
+/// The started channels of a run.
+pub(super) struct Channels {
+    /// Their shared progress (committed seqnos, markers, memory budget).
+    pub progress: Arc<Progress>,
+    /// The scheduler's end of each channel's input.
+    pub senders: Vec<crossbeam_channel::Sender<Work>>,
+    handles: Vec<JoinHandle<Result<(), ApplyError>>>,
+}
+
+impl Channels {
+    /// Starts `config.apply.channels` channels, each resuming after its
+    /// restart row in `rows`, writing to the catalog `catalog`.
+    ///
+    /// # Errors
+    /// [`RunError::Setup`] when a thread cannot be started.
+    pub fn start(
+        config: &Config,
+        catalog: &str,
+        rows: &[RestartRow],
+    ) -> Result<Channels, RunError> {
+        let progress = Arc::new(
+            Progress::new(&rows.iter().map(|r| r.seqno).collect::<Vec<_>>())
+                .with_memory_budget(config.apply.max_in_flight_bytes),
+        );
+        let capacity = (config.apply.block_commit_txns as usize).clamp(16, 1024) * 2;
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for id in ChannelId::all(config.apply.channels) {
+            let (tx, rx) = crossbeam_channel::bounded::<Work>(capacity);
+            let settings = ChannelSettings {
+                channel: id,
+                opts: replica_opts(config),
+                catalog: catalog.to_string(),
+                sql_log_bin: config.replica.sql_log_bin,
+                preserve_origin: config.replica.preserve_origin,
+                block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
+                block_commit_interval: Duration::from_millis(config.apply.block_commit_interval_ms),
+                retry_max_attempts: config.apply.retry_max_attempts,
+                retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
+            };
+            handles.push(
+                channel::spawn(settings, rx, progress.clone())
+                    .map_err(|e| RunError::setup(format!("cannot start channel {id}: {e}")))?,
+            );
+            senders.push(tx);
+        }
+        Ok(Channels {
+            progress,
+            senders,
+            handles,
+        })
+    }
+
+    /// Closes every channel's input (each finishes what it was sent and
+    /// ends) and joins the threads: the index of the first that panicked.
+    pub fn close_and_join(self) -> Option<usize> {
+        drop(self.senders);
+        let mut panicked = None;
+        for (index, handle) in self.handles.into_iter().enumerate() {
+            if handle.join().is_err() {
+                panicked.get_or_insert(index);
+            }
+        }
+        panicked
+    }
+}

@@ -1,0 +1,443 @@
+//! The extract loop: from the source into the transaction queue, each
+//! transaction appended with the extractor's progress after it (the
+//! binlog and GTID positions where a restarted extraction resumes). One
+//! loop, [`extract_to_queue`], serves the service's extractor thread
+//! (`ExtractorThread`) and `shardrep extract --to-queue`.
+//!
+//! The progress after a transaction: its seqno; the epoch (the first
+//! seqno of this extraction); its end position, which is the assembler's
+//! resume position; and the assembler's GTID position, started from the
+//! stored progress, the takeover point or the GTID start, and updated
+//! with each transaction's GTID.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{ExtractFailure, RunError};
+use crate::config::{Config, SourceEndpoint, StartPosition};
+use crate::extractor::live::{gtid_start_after_purge, LiveOptions};
+use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};
+use crate::extractor::ExtractError;
+use crate::position::{Epoch, GtidPos};
+use crate::queue::codec::ExtractorProgress;
+use crate::queue::{QueueError, TransactionQueue};
+
+/// How often the service's extractor looks at its stop flag while it
+/// waits for the source or for room in the queue.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Where an extraction starts when the queue holds no progress yet.
+#[derive(Clone, Debug)]
+pub enum FirstStart {
+    /// The configured `source.start`, resolved against the source when the
+    /// extraction begins ([`resolve_start`]).
+    Configured(StartPosition),
+    /// A resolved start (`shardrep extract --from`); the GTID position is
+    /// the start's own for a GTID start, else unknown.
+    At(ExtractStart),
+    /// A takeover point: the binlog position native replication executed
+    /// up to, and the replica's `gtid_slave_pos` there (every domain's
+    /// position, quiet domains included).
+    TakeOver(ExtractStart, GtidPos),
+}
+
+/// Where one extraction into a queue starts: after the queue's stored
+/// progress, or at a first start.
+#[derive(Clone, Debug)]
+pub struct ExtractPlan {
+    start: ExtractStart,
+    /// The GTID position at `start` when the start itself does not give
+    /// it (a FILE:POS start).
+    gtid: Option<GtidPos>,
+    /// A resumed extraction from a live master: the stored GTID position,
+    /// asked for when the first read is refused with 1236.
+    gtid_fallback: Option<(LiveOptions, GtidPos)>,
+}
+
+impl ExtractPlan {
+    /// Resumes after the stored `progress` (of the queue's last
+    /// transaction): at its binlog position, with its GTID position. A
+    /// restart position at the very end of a binlog the master has since
+    /// purged (a clean stop, then FLUSH and PURGE BINARY LOGS) is refused
+    /// with 1236 although nothing after it is gone: on a live source whose
+    /// stored GTID position is known, the first read then asks for the
+    /// same point by GTID ([`gtid_start_after_purge`]).
+    pub fn resume(endpoint: &SourceEndpoint, progress: &ExtractorProgress) -> ExtractPlan {
+        let gtid_fallback = match endpoint {
+            SourceEndpoint::Live(live) if !progress.gtid_position.is_empty() => Some((
+                LiveOptions::from_config(live),
+                progress.gtid_position.clone(),
+            )),
+            _ => None,
+        };
+        ExtractPlan {
+            start: ExtractStart::File(progress.position.clone()),
+            gtid: Some(progress.gtid_position.clone()),
+            gtid_fallback,
+        }
+    }
+
+    /// A first start (the queue holds no transaction yet).
+    ///
+    /// # Errors
+    /// Resolving a [`FirstStart::Configured`] start ([`resolve_start`]).
+    pub async fn first(
+        endpoint: &SourceEndpoint,
+        first: FirstStart,
+    ) -> Result<ExtractPlan, ExtractError> {
+        let (start, gtid) = match first {
+            FirstStart::Configured(start) => (resolve_start(endpoint, &start).await?, None),
+            FirstStart::At(start) => (start, None),
+            FirstStart::TakeOver(start, gtid) => (start, Some(gtid)),
+        };
+        Ok(ExtractPlan {
+            start,
+            gtid,
+            gtid_fallback: None,
+        })
+    }
+
+    /// For `queue`: [`ExtractPlan::resume`] after its stored progress,
+    /// else [`ExtractPlan::first`] at `first`.
+    ///
+    /// # Errors
+    /// As [`ExtractPlan::first`].
+    pub async fn for_queue(
+        endpoint: &SourceEndpoint,
+        queue: &TransactionQueue,
+        first: FirstStart,
+    ) -> Result<ExtractPlan, ExtractError> {
+        match queue.last_progress() {
+            Some(progress) => Ok(ExtractPlan::resume(endpoint, &progress)),
+            None => ExtractPlan::first(endpoint, first).await,
+        }
+    }
+
+    /// The binlog position or GTID position the extraction starts at.
+    pub fn start(&self) -> &ExtractStart {
+        &self.start
+    }
+}
+
+/// How an extraction into the queue ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtractEnd {
+    /// The source has nothing more (binlog files read to their end, or a
+    /// live master's non-blocking dump done); only when not following.
+    SourceEnd,
+    /// The limit of transactions is stored.
+    Limit,
+    /// Stopped while waiting for the source.
+    Stopped,
+    /// Stopped while waiting for room in the full queue: the transaction
+    /// read last is not stored (the next extraction reads it again).
+    StoppedWhileFull,
+}
+
+/// What an extraction into the queue did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extracted {
+    /// Transactions appended to the queue.
+    pub stored: u64,
+    /// Why it ended.
+    pub end: ExtractEnd,
+}
+
+/// Why an extraction into the queue failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractToQueueError {
+    /// The source or its decoding failed.
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    /// The queue refused the append.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl From<ExtractToQueueError> for ExtractFailure {
+    fn from(e: ExtractToQueueError) -> Self {
+        match e {
+            ExtractToQueueError::Extract(e) => ExtractFailure::from(e),
+            ExtractToQueueError::Queue(e) => ExtractFailure::from(e.to_string()),
+        }
+    }
+}
+
+/// Extracts from `endpoint` into `queue`, starting as `plan` says, until
+/// the source ends (unless `follow`), `limit` transactions are stored, or
+/// `stop` completes. Each transaction is appended with its
+/// [`ExtractorProgress`] (see the module documentation); seqnos continue
+/// the queue's. While the queue is full the append waits for room;
+/// `stop` ends that wait too.
+///
+/// # Errors
+/// [`ExtractToQueueError::Extract`] when the source fails (a live master
+/// that is lost is reconnected to while following), and
+/// [`ExtractToQueueError::Queue`] when the append fails. What was
+/// appended before stays.
+pub async fn extract_to_queue(
+    endpoint: &SourceEndpoint,
+    queue: &TransactionQueue,
+    plan: ExtractPlan,
+    follow: bool,
+    limit: Option<u64>,
+    stop: impl Future<Output = ()>,
+) -> Result<Extracted, ExtractToQueueError> {
+    let next_seqno = queue.next_seqno();
+    let epoch = Epoch::starting_at(next_seqno);
+    let ExtractPlan {
+        start,
+        gtid,
+        mut gtid_fallback,
+    } = plan;
+    let mut extractor = Extractor::open(endpoint, start, next_seqno, follow)?;
+    if let Some(gtid) = gtid {
+        extractor.set_gtid_position(gtid);
+    }
+    tokio::pin!(stop);
+    let mut stored = 0u64;
+    loop {
+        if limit.is_some_and(|l| stored >= l) {
+            return Ok(Extracted {
+                stored,
+                end: ExtractEnd::Limit,
+            });
+        }
+        let next = tokio::select! {
+            biased;
+            () = &mut stop => return Ok(Extracted { stored, end: ExtractEnd::Stopped }),
+            next = extractor.next_transaction() => next,
+        };
+        let txn = match next {
+            Err(ExtractError::Master {
+                code: Some(1236),
+                message,
+                address,
+                transient,
+            }) if gtid_fallback.is_some() => {
+                let (options, state) = gtid_fallback.take().expect("checked");
+                let Some(gtid) = gtid_start_after_purge(&options, &state).await? else {
+                    return Err(ExtractError::Master {
+                        code: Some(1236),
+                        message: format!(
+                            "{message} (transactions after the restart position, GTID \
+                             {state}, are purged from the master: re-seed the replica)"
+                        ),
+                        address,
+                        transient,
+                    }
+                    .into());
+                };
+                tracing::warn!(
+                    %message, gtid = %gtid,
+                    "the restart position's binlog is gone from the master, nothing after it: resuming at its GTID position"
+                );
+                extractor = Extractor::open(
+                    endpoint,
+                    ExtractStart::Gtid(gtid.clone()),
+                    next_seqno,
+                    follow,
+                )?;
+                extractor.set_gtid_position(gtid);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+            Ok(None) => {
+                return Ok(Extracted {
+                    stored,
+                    end: ExtractEnd::SourceEnd,
+                })
+            }
+            Ok(Some(txn)) => txn,
+        };
+        // Only the first read may fall back.
+        gtid_fallback = None;
+        let progress = ExtractorProgress {
+            seqno: txn.seqno,
+            epoch,
+            position: txn.end_position.clone(),
+            gtid_position: extractor.assembler().gtid_position().clone(),
+        };
+        // The append first: `stop` ends only a wait for room.
+        tokio::select! {
+            biased;
+            appended = queue.append_async(&txn, &progress) => appended?,
+            () = &mut stop => return Ok(Extracted { stored, end: ExtractEnd::StoppedWhileFull }),
+        }
+        stored += 1;
+    }
+}
+
+/// Completes once `flag` is set: looked at on every poll, and every
+/// `every` while nothing else wakes the task. Polled on a tokio runtime
+/// with its timer enabled.
+pub fn flag_raised(flag: &AtomicBool, every: Duration) -> impl Future<Output = ()> + '_ {
+    let mut tick: Option<tokio::time::Interval> = None;
+    std::future::poll_fn(move |cx| {
+        if flag.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        let tick = tick.get_or_insert_with(|| {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        // Drain elapsed ticks until the timer is armed for a wake-up.
+        while tick.poll_tick(cx).is_ready() {}
+        Poll::Pending
+    })
+}
+
+/// A run's extractor thread (`shardrep-extract`): [`extract_to_queue`] on
+/// a tokio runtime of its own, following the source unless the run stops
+/// when idle.
+pub(super) struct ExtractorThread {
+    handle: JoinHandle<Result<(), ExtractFailure>>,
+    stop: Arc<AtomicBool>,
+    idle: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
+}
+
+impl ExtractorThread {
+    /// Starts the thread: it resumes after `queue`'s stored progress, or
+    /// starts at `first`; it follows the source unless `stop_when_idle`.
+    ///
+    /// # Errors
+    /// [`RunError::Setup`] when the thread cannot be started.
+    pub fn spawn(
+        config: &Config,
+        queue: &Arc<TransactionQueue>,
+        stop_when_idle: bool,
+        first: FirstStart,
+    ) -> Result<ExtractorThread, RunError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let idle = Arc::new(AtomicBool::new(false));
+        // The extractor's error, seen by the feed at once (the run goes
+        // OFFLINE:ERROR instead of waiting for transactions that never
+        // come).
+        let failed = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let (config, queue) = (config.clone(), queue.clone());
+            let (stop, idle, failed) = (stop.clone(), idle.clone(), failed.clone());
+            std::thread::Builder::new()
+                .name("shardrep-extract".into())
+                .spawn(move || {
+                    let result =
+                        extract_thread(&config, &queue, &stop, &idle, !stop_when_idle, first);
+                    if result.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                    result
+                })
+                .map_err(|e| RunError::setup(format!("cannot start the extractor thread: {e}")))?
+        };
+        Ok(ExtractorThread {
+            handle,
+            stop,
+            idle,
+            failed,
+        })
+    }
+
+    /// Whether the extractor stopped on an error.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Whether the source had nothing more (only when not following).
+    pub fn idle(&self) -> bool {
+        self.idle.load(Ordering::Acquire)
+    }
+
+    /// Whether the thread has ended (idle or failed).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Stops the extractor (within [`STOP_POLL`]) and joins its thread.
+    ///
+    /// # Errors
+    /// The extractor's error, with the master's code.
+    pub fn stop(self) -> Result<(), ExtractFailure> {
+        self.stop.store(true, Ordering::Release);
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err("the extractor thread panicked".into()))
+    }
+}
+
+/// The body of the extractor thread.
+fn extract_thread(
+    config: &Config,
+    queue: &TransactionQueue,
+    stop: &AtomicBool,
+    idle: &AtomicBool,
+    follow: bool,
+    first: FirstStart,
+) -> Result<(), ExtractFailure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ExtractFailure::from(e.to_string()))?;
+    runtime.block_on(async {
+        let endpoint = &config.source.endpoint;
+        let next_seqno = queue.next_seqno();
+        let plan = ExtractPlan::for_queue(endpoint, queue, first).await?;
+        tracing::info!(start = ?plan.start(), next_seqno = next_seqno.get(), "extractor starting");
+        let extracted = extract_to_queue(
+            endpoint,
+            queue,
+            plan,
+            follow,
+            None,
+            flag_raised(stop, STOP_POLL),
+        )
+        .await?;
+        if extracted.end == ExtractEnd::SourceEnd {
+            idle.store(true, Ordering::Release);
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn flag_raised_completes_within_its_interval_of_the_flag() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                flag.store(true, Ordering::Release);
+            })
+        };
+        let started = Instant::now();
+        runtime.block_on(async {
+            let every = Duration::from_millis(20);
+            // Nothing else wakes the task: only the interval notices.
+            tokio::time::timeout(Duration::from_secs(10), flag_raised(&flag, every))
+                .await
+                .expect("the flag is noticed");
+        });
+        let waited = started.elapsed();
+        setter.join().unwrap();
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        // Already set: ready on the first poll.
+        let started = Instant::now();
+        runtime.block_on(flag_raised(&flag, Duration::from_secs(3600)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}

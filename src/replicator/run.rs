@@ -1,0 +1,226 @@
+//! One run of the pipeline, wired: [`run`] connects the parts (set-up,
+//! takeover, extractor thread, channels, feed and scheduler) and tears
+//! them down in order.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::channels::Channels;
+use super::error::Ended;
+use super::extract::ExtractorThread;
+use super::feed::{Feed, FeedStops};
+use super::native::NativeCheck;
+use super::{extract_only, setup, takeover, RunError};
+use crate::applier::channel::Progress;
+use crate::applier::restart::RestartRow;
+use crate::config::Config;
+use crate::queue::{QueueOptions, TransactionQueue};
+use crate::scheduler::{self, SchedulerCounters, SchedulerSettings};
+use crate::shard::foreign_keys::ForeignKeyGroups;
+use crate::shard::map::ShardMap;
+
+/// What a run did.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The restart rows at the end.
+    pub restart_rows: Vec<RestartRow>,
+    /// Transactions sent to channels.
+    pub dispatched: u64,
+    /// Transactions dropped by the shard filter.
+    pub dropped: u64,
+    /// Barriers taken.
+    pub serializations: u64,
+    /// Transactions skipped at the DBA's request (`skip_seqnos`).
+    pub skipped: u64,
+    /// Blocks rolled back and retried after a transient error.
+    pub retries: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// How one run behaves besides its configuration.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Stop by itself once the source has no more transactions and
+    /// everything is applied.
+    pub stop_when_idle: bool,
+    /// Seqnos never applied (the DBA's `--skip-seqno`), each logged.
+    pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+    /// Stop cleanly once this seqno has been handled (`u64::MAX`: never);
+    /// may be changed while the run goes on (`offline --at-seqno`).
+    pub stop_at: Option<Arc<AtomicU64>>,
+    /// When set at the time of the stop: stop without the STOP marker, so
+    /// channels may end at different seqnos (`offline --immediate`).
+    pub immediate: Option<Arc<AtomicBool>>,
+    /// Filled by the run with its live parts, for status.
+    pub observer: Option<Arc<Observer>>,
+    /// A new shard map for the running filter (shard edits).
+    pub map_updates: Option<Arc<Mutex<Option<ShardMap>>>>,
+}
+
+/// The live parts of a running pipeline, for status: filled by [`run`]
+/// once it has started its channels.
+#[derive(Debug, Default)]
+pub struct Observer {
+    /// Channel progress (committed seqnos and markers).
+    pub progress: Mutex<Option<Arc<Progress>>>,
+    /// Scheduler counters.
+    pub counters: Mutex<Option<Arc<SchedulerCounters>>>,
+    /// The queue.
+    pub queue: Mutex<Option<Arc<TransactionQueue>>>,
+    /// Set once the channels are connected and applying.
+    pub applying: AtomicBool,
+    /// The takeover point, when this run took over native replication.
+    pub takeover: Mutex<Option<crate::replica::TakeoverPoint>>,
+    /// The shards joined by foreign keys (updated after DDL).
+    pub foreign_keys: Mutex<Option<Arc<Mutex<ForeignKeyGroups>>>>,
+}
+
+impl Observer {
+    /// Shows the live parts of a run whose channels are connected and
+    /// applying.
+    fn applying(
+        &self,
+        progress: &Arc<Progress>,
+        counters: &Arc<SchedulerCounters>,
+        queue: &Arc<TransactionQueue>,
+    ) {
+        *self.progress.lock().expect("observer") = Some(progress.clone());
+        *self.counters.lock().expect("observer") = Some(counters.clone());
+        *self.queue.lock().expect("observer") = Some(queue.clone());
+        self.applying.store(true, Ordering::Release);
+    }
+}
+
+/// Runs the service until `stop` is set (or, with
+/// `options.stop_when_idle`, until the source has no more transactions and
+/// everything is applied), then stops cleanly. With `[service] role =
+/// "extractor"` it only fills the queue: the replica is never connected
+/// to.
+///
+/// Start: open the queue; prepare the replica's catalog (restart rows,
+/// skips, shard map); refuse a lost queue; take over native replication
+/// when this is the service's first start with `source.start =
+/// "takeover"`; refuse native replication running on the replica; build
+/// the router; start the extractor thread, then the channels; then the
+/// scheduler runs on this thread, fed from the queue by the feed.
+///
+/// Teardown, once the scheduler returns (on a stop, `stop_at`, idle, or an
+/// error): the channels' inputs close and every channel thread is joined
+/// (each finishes what it was sent: after a clean stop every restart row
+/// is at the STOP marker's seqno); then the extractor is told to stop and
+/// its thread joined; then the native-replication check disconnects.
+/// When several parts failed, the first of these wins
+/// (`Ended::first_error` in `error.rs`): a channel's apply error, a
+/// channel thread's panic, native replication found running, a queue read
+/// error, the scheduler's error, the extractor's error. Only a run that
+/// ended cleanly flushes the queue and reads the final restart rows.
+///
+/// # Errors
+/// [`RunError`]; on an apply error the restart rows hold the last committed
+/// blocks and the queue keeps everything, so a later run resumes there.
+pub fn run(
+    config: &Config,
+    stop: Arc<AtomicBool>,
+    options: &RunOptions,
+) -> Result<RunReport, RunError> {
+    if config.service.role == crate::config::Role::Extractor {
+        return extract_only::run(config, stop, options);
+    }
+    let started = Instant::now();
+    let catalog = config.catalog_schema();
+    let queue = Arc::new(TransactionQueue::open(QueueOptions::from_config(
+        &config.queue,
+    ))?);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
+    let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
+    setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    let first = takeover::first_start(
+        &runtime,
+        config,
+        &catalog,
+        &queue,
+        &start.rows,
+        options.observer.as_deref(),
+    )?;
+    let mut native = NativeCheck::new(config, &runtime);
+    native.at_start()?;
+    let start_seqno = setup::start_seqno(&start.rows);
+    tracing::info!(
+        channels = config.apply.channels,
+        start_seqno = start_seqno.get(),
+        queue_next = queue.next_seqno().get(),
+        "starting: channels resume after their restart rows"
+    );
+    let mut router = setup::router(config, start.map, options)?;
+    let extractor = ExtractorThread::spawn(config, &queue, options.stop_when_idle, first)?;
+    let channels = Channels::start(config, &catalog, &start.rows)?;
+
+    // The scheduler, on this thread.
+    let counters = Arc::new(SchedulerCounters::default());
+    if let Some(o) = &options.observer {
+        o.applying(&channels.progress, &counters, &queue);
+    }
+    let scheduler_stop = AtomicBool::new(false);
+    native.restart_interval();
+    let mut feed = Feed::new(
+        &queue,
+        start_seqno,
+        &channels.progress,
+        FeedStops {
+            extractor: &extractor,
+            stop: &stop,
+            stop_at: options.stop_at.as_deref(),
+            stop_when_idle: options.stop_when_idle,
+            scheduler_stop: &scheduler_stop,
+        },
+        native,
+    )?;
+    let settings = SchedulerSettings {
+        sync_interval_seqnos: config.apply.sync_interval_seqnos,
+        stop_after: None,
+        poll: Duration::from_millis(100),
+        skip_seqnos: start.skip_seqnos,
+        immediate: options.immediate.clone(),
+    };
+    let outcome = scheduler::run(
+        |timeout| feed.next(timeout),
+        &mut router,
+        &channels.senders,
+        &channels.progress,
+        &counters,
+        &scheduler_stop,
+        &settings,
+    );
+
+    // Teardown, in the order of the doc comment.
+    let (mut native, read_failed_at) = feed.finish();
+    let progress = channels.progress.clone();
+    let panicked = channels.close_and_join();
+    let extract = extractor.stop();
+    native.close();
+    Ended {
+        scheduler: outcome.map(|_| ()),
+        channel_error: progress.error(),
+        panicked,
+        native_running: native.running.take(),
+        read_failed_at,
+        extract,
+    }
+    .first_error(config)?;
+    queue.flush()?;
+    let restart_rows = setup::final_restart_rows(&runtime, config, &catalog)?;
+    Ok(RunReport {
+        restart_rows,
+        dispatched: counters.dispatched.load(Ordering::Relaxed),
+        dropped: counters.dropped.load(Ordering::Relaxed),
+        serializations: counters.serializations.load(Ordering::Relaxed),
+        skipped: counters.skipped.load(Ordering::Relaxed),
+        retries: progress.retries(),
+        elapsed: started.elapsed(),
+    })
+}

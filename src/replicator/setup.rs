@@ -1,0 +1,226 @@
+//! A run's set-up on the replica: the catalog read and prepared (restart
+//! rows, skipped seqnos, shard map), the refusal of a lost queue, the seqno
+//! dispatch starts at, and the router (shard filter, channel assignment,
+//! foreign keys); and the restart rows read at the end.
+
+use tokio::runtime::Runtime;
+
+use super::skips::{recorded_skip_ranges, requested_skips};
+use super::{connect_replica, first_start, replica_opts, RunError, RunOptions};
+use crate::applier::restart::{self, RestartRow};
+use crate::applier::skipped;
+use crate::config::Config;
+use crate::position::Seqno;
+use crate::queue::TransactionQueue;
+use crate::scheduler::ShardRouter;
+use crate::shard::channel::ChannelAssignment;
+use crate::shard::filter::ShardFilter;
+use crate::shard::foreign_keys::{read_foreign_keys, ForeignKeyReader, ForeignKeyRouting};
+use crate::shard::map::ShardMap;
+use crate::shard::store;
+
+/// What the replica's catalog holds at the start of a run.
+pub(super) struct CatalogStart {
+    /// Each channel's restart row.
+    pub rows: Vec<RestartRow>,
+    /// The service's shard map.
+    pub map: ShardMap,
+    /// Every seqno recorded as skipped (the DBA's `--skip-seqno`, this
+    /// run's and earlier ones), as ranges.
+    pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+}
+
+/// Prepares the replica's catalog `catalog` for a run: checks the master
+/// answers before a first start creates it, creates or checks the restart
+/// table, records the skips `options` asks for (before anything is
+/// dispatched), reads every recorded skip and loads the stored shard map
+/// (seeded from `shard_filter.map_file` at first start).
+///
+/// # Errors
+/// [`RunError::Setup`] (with the server's code when it sent one) when the
+/// map file cannot be loaded, a skip is refused, or the replica fails;
+/// [`RunError::Restart`] from the restart table.
+pub(super) fn prepare_catalog(
+    runtime: &Runtime,
+    config: &Config,
+    catalog: &str,
+    queue: &TransactionQueue,
+    options: &RunOptions,
+) -> Result<CatalogStart, RunError> {
+    let file_map = match &config.shard_filter.map_file {
+        Some(path) => Some(ShardMap::load(path).map_err(|e| RunError::setup(e.to_string()))?),
+        None => None,
+    };
+    let requested_skips = requested_skips(queue, &options.skip_seqnos)?;
+    let (rows, map, recorded_skips) = runtime.block_on(async {
+        let mut conn = mysql_async::Conn::new(replica_opts(config))
+            .await
+            .map_err(|e| {
+                RunError::setup_client(
+                    format!(
+                        "cannot connect to the replica {}:{}: {e}",
+                        config.replica.host, config.replica.port
+                    ),
+                    &e,
+                )
+            })?;
+        first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
+        let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
+        // The DBA's skips are committed before anything is dispatched, and
+        // every recorded one is skipped by this and every later run.
+        if !requested_skips.is_empty() {
+            skipped::record(&mut conn, catalog, &requested_skips)
+                .await
+                .map_err(|e| RunError::setup(e.to_string()))?;
+        }
+        let recorded = skipped::read(&mut conn, catalog)
+            .await
+            .map_err(|e| RunError::setup(e.to_string()))?;
+        // The stored map is the service's; map_file seeds it at first start.
+        let map = store::load_or_init(&mut conn, catalog, file_map.as_ref())
+            .await
+            .map_err(|e| RunError::setup(e.to_string()))?;
+        let _ = conn.disconnect().await;
+        Ok::<_, RunError>((rows, map, recorded))
+    })?;
+    Ok(CatalogStart {
+        rows,
+        map,
+        skip_seqnos: recorded_skip_ranges(&recorded_skips),
+    })
+}
+
+/// Refuses an empty queue with committed restart rows: the queue was lost
+/// (or is another service's). Seqnos cannot be rebuilt safely, and any
+/// other start would skip or repeat transactions.
+///
+/// # Errors
+/// [`RunError::Setup`] naming the queue, the seqno, binlog position and
+/// GTID applied, and the way out.
+pub(super) fn refuse_lost_queue(
+    config: &Config,
+    catalog: &str,
+    queue: &TransactionQueue,
+    rows: &[RestartRow],
+) -> Result<(), RunError> {
+    if queue.last_progress().is_some() {
+        return Ok(());
+    }
+    let Some(applied) = rows.iter().filter_map(|r| r.seqno).min() else {
+        return Ok(());
+    };
+    let row = rows
+        .iter()
+        .find(|r| r.seqno == Some(applied))
+        .expect("the minimum is a row's");
+    let all_equal = rows.iter().all(|r| r.seqno == Some(applied));
+    let different_seqnos_advice = format!(
+        "The channels are at different seqnos: restore the queue directory, or \
+         re-seed the replica and `shardrepctl reset --confirm {}` (see the README, \
+         recovering a lost queue).",
+        config.service.name
+    );
+    Err(RunError::setup(format!(
+        "the queue {} is empty, but the replica's restart rows ({catalog}.{}) show \
+         channels applied up to seqno {applied} (binlog position {}, GTID {}): the queue \
+         was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
+        config.queue.dir.display(),
+        crate::catalog::RESTART_TABLE,
+        row.event_id,
+        if row.gtid.is_empty() { "-" } else { &row.gtid },
+        if all_equal {
+            "Every channel is at that seqno: `shardrepctl offline` (acknowledges this \
+             error), `shardrepctl handback` (hands the replica back to native replication \
+             there), then `shardrepctl online` takes it over afresh."
+        } else {
+            &different_seqnos_advice
+        }
+    )))
+}
+
+/// The seqno dispatch starts at: after the lowest restart row (each
+/// channel skips what it already has); 0 while a channel has none.
+pub(super) fn start_seqno(rows: &[RestartRow]) -> Seqno {
+    if rows.iter().any(|r| r.seqno.is_none()) {
+        Seqno(0)
+    } else {
+        rows.iter()
+            .filter_map(|r| r.seqno)
+            .min()
+            .map_or(Seqno(0), Seqno::next)
+    }
+}
+
+/// The run's router: the shard filter over `map`, the channel assignment,
+/// and the shards joined by foreign keys, read now (after a takeover the
+/// replica is at the position this run starts from) and shown in
+/// `options.observer`.
+///
+/// # Errors
+/// [`RunError::Setup`] when the shard list or the foreign keys cannot be
+/// read.
+pub(super) fn router(
+    config: &Config,
+    map: ShardMap,
+    options: &RunOptions,
+) -> Result<ShardRouter, RunError> {
+    let filter = ShardFilter::from_config(config, map);
+    let assignment = ChannelAssignment::from_config(&config.apply)
+        .map_err(|e| RunError::setup(e.to_string()))?;
+    let foreign_keys =
+        ForeignKeyRouting::start(foreign_key_reader(config), &assignment).map_err(|e| {
+            RunError::setup(format!(
+                "reading the replica's foreign keys \
+                 (information_schema.REFERENTIAL_CONSTRAINTS): {e}"
+            ))
+        })?;
+    if let Some(o) = &options.observer {
+        *o.foreign_keys.lock().expect("observer") = Some(foreign_keys.shared());
+    }
+    Ok(ShardRouter {
+        filter,
+        assignment,
+        map_updates: options.map_updates.clone(),
+        foreign_keys: Some(foreign_keys),
+    })
+}
+
+/// Reads the replica's cross-schema foreign keys, each time on a new
+/// connection of its own (at start and after DDL that may change them).
+fn foreign_key_reader(config: &Config) -> ForeignKeyReader {
+    let opts = replica_opts(config);
+    Box::new(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(opts.clone())
+                .await
+                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let keys = read_foreign_keys(&mut conn)
+                .await
+                .map_err(|e| format!("reading the replica's foreign keys: {e}"));
+            let _ = conn.disconnect().await;
+            keys
+        })
+    })
+}
+
+/// The restart rows at the end of a run, on a new connection.
+///
+/// # Errors
+/// [`RunError::Setup`] when the replica cannot be connected to;
+/// [`RunError::Restart`] when the rows cannot be read.
+pub(super) fn final_restart_rows(
+    runtime: &Runtime,
+    config: &Config,
+    catalog: &str,
+) -> Result<Vec<RestartRow>, RunError> {
+    runtime.block_on(async {
+        let mut conn = connect_replica(config).await?;
+        let rows = restart::read(&mut conn, catalog).await?;
+        let _ = conn.disconnect().await;
+        Ok::<_, RunError>(rows)
+    })
+}
