@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use crossbeam_channel::{Receiver, Sender};
-use shardrep::applier::channel::{Marker, Progress, Work};
+use shardrep::applier::progress::Progress;
+use shardrep::applier::work::{Marker, Work};
 use shardrep::config::ApplyConfig;
 use shardrep::event::Transaction;
 use shardrep::position::Seqno;

@@ -44,7 +44,9 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::applier::channel::{ApplyError, Marker, Progress, Work};
+use crate::applier::error::ApplyError;
+use crate::applier::progress::Progress;
+use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
 use crate::position::Seqno;
 

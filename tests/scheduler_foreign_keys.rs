@@ -10,7 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shardrep::applier::channel::{Progress, Work};
+use shardrep::applier::progress::Progress;
+use shardrep::applier::work::Work;
 use shardrep::event::{Change, Statement, Transaction, UNKNOWN_SHARD};
 use shardrep::position::{BinlogPosition, Seqno};
 use shardrep::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};

@@ -24,9 +24,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::applier::channel::{self, ChannelSettings, Progress, Work};
+use crate::applier::channel::{self, ChannelSettings};
+use crate::applier::progress::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
+use crate::applier::work::Work;
 use crate::config::{Config, StartPosition};
 use crate::extractor::live::{gtid_start_after_purge, LiveOptions};
 use crate::extractor::reader::{resolve_start, ExtractStart, Extractor};

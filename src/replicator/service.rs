@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
-use crate::applier::channel::Progress;
+use crate::applier::progress::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::{Config, Role};
@@ -631,7 +631,7 @@ fn pending_error(error: &RunError) -> PendingError {
                 e.seqno,
                 e.event_id,
                 e.shard,
-                crate::applier::channel::ServerCode(e.code),
+                crate::applier::error::ServerCode(e.code),
                 e.message
             ))
             .with_exception_message(&e.sql);
@@ -1398,7 +1398,7 @@ mod tests {
 
     fn apply_error(code: u16, message: &str) -> RunError {
         RunError::Apply(crate::scheduler::SchedulerError::Apply(
-            crate::applier::channel::ApplyError {
+            crate::applier::error::ApplyError {
                 channel: 1,
                 seqno: 7,
                 event_id: "mariadb-bin.000002:610".into(),

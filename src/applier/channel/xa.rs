@@ -39,7 +39,9 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
-use super::{elide, ApplyError, Channel, Marker};
+use super::{Attempt, Channel};
+use crate::applier::error::{elide, ApplyError};
+use crate::applier::work::Marker;
 use crate::event::{Change, Transaction};
 use crate::xa::{is_xa_sql, XaRole, Xid};
 
@@ -47,8 +49,6 @@ use crate::xa::{is_xa_sql, XaRole, Xid};
 const ER_XAER_NOTA: u16 = 1397;
 /// `ER_XAER_DUPID`: the xid already exists.
 const ER_XAER_DUPID: u16 = 1440;
-
-type Attempt = Result<(), (ApplyError, Option<mysql_async::Error>)>;
 
 /// Whether `XA RECOVER` on `conn` lists `xid` (prepared on the replica).
 ///
@@ -203,14 +203,6 @@ impl Channel {
     }
 
     fn definite(&self, txn: &Transaction, sql: &str, code: u16, message: &str) -> ApplyError {
-        ApplyError {
-            channel: self.settings.channel.get(),
-            seqno: txn.seqno.get(),
-            event_id: txn.end_position.to_string(),
-            shard: txn.shard.clone(),
-            sql: elide(sql),
-            code,
-            message: message.to_string(),
-        }
+        self.plain_error(txn, elide(sql), code, message.to_string())
     }
 }
