@@ -53,6 +53,7 @@ use crate::applier::table::TableCache;
 use crate::applier::work::{Marker, Work};
 use crate::event::{Change, Transaction};
 use crate::position::{ChannelId, Seqno};
+use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
 mod batch;
@@ -296,40 +297,13 @@ async fn work(
 }
 
 /// Whether the transaction holds a statement that commits implicitly
-/// (anything but INSERT/UPDATE/DELETE/REPLACE/ROLLBACK statements).
+/// ([`crate::shard::statement::Verb::commits_implicitly`]): it runs alone,
+/// marked started.
 fn is_ddl(txn: &Transaction) -> bool {
     txn.changes.iter().any(|c| match c {
-        Change::Statement(s) => !is_dml(&s.sql),
+        Change::Statement(s) => leading_verb(&s.sql).commits_implicitly(),
         _ => false,
     })
-}
-
-fn is_dml(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
-    let word = text
-        .trim_start()
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .next()
-        .unwrap_or("")
-        .to_ascii_uppercase();
-    matches!(
-        word.as_str(),
-        "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "ROLLBACK" | "SAVEPOINT" | "XA"
-    )
-}
-
-/// Whether `sql` is `CREATE [OR REPLACE] DATABASE|SCHEMA …` or `DROP
-/// DATABASE|SCHEMA …` (the statement names its database; comments before
-/// the first word are not expected in binlogged DDL and make this false).
-fn names_its_database(sql: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]).to_ascii_uppercase();
-    let words: Vec<&str> = text.split_ascii_whitespace().take(4).collect();
-    match words.as_slice() {
-        ["CREATE", "OR", "REPLACE", kind, ..] | ["CREATE", kind, ..] | ["DROP", kind, ..] => {
-            matches!(*kind, "DATABASE" | "SCHEMA")
-        }
-        _ => false,
-    }
 }
 
 impl Channel {
@@ -625,29 +599,6 @@ impl Channel {
             sql,
             code,
             message,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn database_ddl_is_recognised() {
-        for sql in [
-            "CREATE DATABASE a",
-            "create schema if not exists a",
-            "CREATE OR REPLACE DATABASE a",
-            "DROP DATABASE a",
-            "DROP SCHEMA IF EXISTS `a`",
-        ] {
-            assert!(super::names_its_database(sql.as_bytes()), "{sql}");
-        }
-        for sql in [
-            "CREATE TABLE a (x INT)",
-            "ALTER DATABASE a CHARACTER SET utf8mb4",
-            "DROP TABLE a",
-        ] {
-            assert!(!super::names_its_database(sql.as_bytes()), "{sql}");
         }
     }
 }

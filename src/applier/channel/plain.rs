@@ -6,12 +6,13 @@ use std::sync::Arc;
 use mysql_async::prelude::Queryable;
 use mysql_async::Params;
 
-use super::{is_dml, names_its_database, Attempt, Channel};
+use super::{Attempt, Channel};
 use crate::applier::error::{divergence_message, elide, ApplyError};
 use crate::applier::session::{self, session_setup};
 use crate::applier::sql::{quote_ident, PlannedStatement, TableShape};
 use crate::applier::table::ReplicaTable;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
+use crate::shard::statement::{leading_verb, names_its_database};
 use crate::shard::temp_tables::TempTables;
 
 impl Channel {
@@ -151,7 +152,7 @@ impl Channel {
     ) -> Attempt {
         let at = Some((txn, epoch));
         if self.replay_ddl == Some(txn.seqno)
-            && !is_dml(&statement.sql)
+            && leading_verb(&statement.sql).commits_implicitly()
             && !crate::applier::ddl_replay::replay_is_safe(&statement.sql)
         {
             // It may have run, and a second run could change the replica.
@@ -202,7 +203,7 @@ impl Channel {
             }
         }
         let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
-        let ddl = !is_dml(&statement.sql);
+        let ddl = leading_verb(&statement.sql).commits_implicitly();
         let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
         if let Err(mysql_async::Error::Server(e)) = &result {
             if ddl
