@@ -52,7 +52,7 @@ use crate::applier::sql::SqlBuilder;
 use crate::applier::table::TableCache;
 use crate::applier::work::{Marker, Work};
 use crate::event::{Change, Transaction};
-use crate::position::{ChannelId, Seqno};
+use crate::position::{ChannelId, Epoch, Seqno};
 use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
@@ -118,7 +118,8 @@ pub fn replica_opts(
 }
 
 /// Starts channel `settings.channel` on its own thread; it ends after a
-/// STOP marker (Ok) or a definite error (recorded in `progress` too).
+/// STOP marker (Ok) or a definite error (recorded in `progress` too, once
+/// the channel runs; boxed: it is large, and rare).
 ///
 /// # Errors
 /// The thread could not be spawned.
@@ -126,7 +127,7 @@ pub fn spawn(
     settings: ChannelSettings,
     input: Receiver<Work>,
     progress: Arc<Progress>,
-) -> std::io::Result<std::thread::JoinHandle<Result<(), ApplyError>>> {
+) -> std::io::Result<std::thread::JoinHandle<Result<(), Box<ApplyError>>>> {
     std::thread::Builder::new()
         .name(format!("shardrep-apply-{:02}", settings.channel.get()))
         .spawn(move || {
@@ -134,11 +135,11 @@ pub fn spawn(
                 .enable_all()
                 .build()
                 .map_err(|e| {
-                    ApplyError::on_channel(
+                    Box::new(ApplyError::on_channel(
                         settings.channel,
                         0,
                         format!("cannot start the channel's runtime: {e}"),
-                    )
+                    ))
                 })?;
             let channel = settings.channel.index();
             let result = runtime.block_on(run(settings, input, progress.clone()));
@@ -146,7 +147,7 @@ pub fn spawn(
                 tracing::error!(channel, error = %e, "channel stopped on an error");
                 progress.set_error(e.clone());
             }
-            result
+            result.map_err(Box::new)
         })
 }
 
@@ -314,7 +315,7 @@ impl Channel {
         let mut conn = Conn::new(settings.opts.clone())
             .await
             .map_err(|e| connect_error(settings.channel, &e))?;
-        let replay_ddl = restart::pending_ddl(&mut conn, &settings.catalog, settings.channel.get())
+        let replay_ddl = restart::pending_ddl(&mut conn, &settings.catalog, settings.channel)
             .await
             .map_err(|e| ApplyError::on_channel(settings.channel, 0, e.to_string()))?;
         if let Some(seqno) = replay_ddl {
@@ -355,7 +356,7 @@ impl Channel {
 
     /// With `preserve_origin`, sets the session's server id and GTID
     /// domain to `txn`'s (outside any transaction), unless already set.
-    async fn set_origin(&mut self, txn: &Transaction, epoch: u64) -> Attempt {
+    async fn set_origin(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
         if !self.settings.preserve_origin {
             return Ok(());
         }
@@ -391,7 +392,7 @@ impl Channel {
     /// transaction (`None`: the error names none).
     fn error_at(
         &self,
-        at: Option<(&Transaction, u64)>,
+        at: Option<(&Transaction, Epoch)>,
         sql: &str,
         e: &mysql_async::Error,
     ) -> ApplyError {
@@ -399,24 +400,22 @@ impl Channel {
             mysql_async::Error::Server(s) => (s.code, s.message.clone()),
             other => (0, other.to_string()),
         };
-        ApplyError {
-            channel: self.settings.channel.get(),
-            seqno: at.map_or(0, |(t, _)| t.seqno.get()),
-            event_id: at.map_or_else(String::new, |(t, _)| t.end_position.to_string()),
-            shard: at.map_or_else(String::new, |(t, _)| t.shard.clone()),
-            sql: elide(sql),
-            code,
-            message,
+        match at {
+            Some((txn, _)) => ApplyError::at(self.settings.channel, txn, elide(sql), code, message),
+            None => ApplyError {
+                sql: elide(sql),
+                ..ApplyError::on_channel(self.settings.channel, code, message)
+            },
         }
     }
 
     /// Applies a block with retries of transient errors.
     async fn apply_block(
         &mut self,
-        block: &[(Arc<Transaction>, u64)],
+        block: &[(Arc<Transaction>, Epoch)],
         marker: &Marker,
     ) -> Result<(), ApplyError> {
-        let todo: Vec<&(Arc<Transaction>, u64)> = block
+        let todo: Vec<&(Arc<Transaction>, Epoch)> = block
             .iter()
             .filter(|(t, _)| self.committed.is_none_or(|c| t.seqno > c))
             .collect();
@@ -452,9 +451,11 @@ impl Channel {
                     let delay = backoff.next_delay();
                     tracing::warn!(
                         channel = self.settings.channel.get(),
-                        seqno = error.seqno,
-                        last_seqno = todo.last().map_or(error.seqno, |(t, _)| t.seqno.get()),
-                        event = %error.event_id,
+                        seqno = error.seqno_number(),
+                        last_seqno = todo
+                            .last()
+                            .map_or(error.seqno_number(), |(t, _)| t.seqno.get()),
+                        event = %error.event_text(),
                         shard = %error.shard,
                         code = error.code,
                         attempt = backoff.attempts(),
@@ -505,7 +506,7 @@ impl Channel {
     /// CREATE TABLE … SELECT) commits with the restart row.
     async fn try_block(
         &mut self,
-        todo: &[&(Arc<Transaction>, u64)],
+        todo: &[&(Arc<Transaction>, Epoch)],
         ddl: bool,
         marker: &Marker,
     ) -> Attempt {
@@ -561,7 +562,7 @@ impl Channel {
         }
         let (last, epoch) = todo.last().expect("non-empty block");
         debug_assert_eq!(marker.seqno, last.seqno);
-        let row = marker.row(self.settings.channel.get());
+        let row = marker.row(self.settings.channel);
         self.update_row(&row, last.commit_timestamp, Some((last, *epoch)))
             .await?;
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
@@ -569,7 +570,7 @@ impl Channel {
     }
 
     /// Runs `sql` as text; `at` names the transaction for errors.
-    async fn exec_text(&mut self, sql: &str, at: Option<(&Transaction, u64)>) -> Attempt {
+    async fn exec_text(&mut self, sql: &str, at: Option<(&Transaction, Epoch)>) -> Attempt {
         self.conn
             .query_drop(sql)
             .await
@@ -591,14 +592,6 @@ impl Channel {
         code: u16,
         message: String,
     ) -> ApplyError {
-        ApplyError {
-            channel: self.settings.channel.get(),
-            seqno: txn.seqno.get(),
-            event_id: txn.end_position.to_string(),
-            shard: txn.shard.clone(),
-            sql,
-            code,
-            message,
-        }
+        ApplyError::at(self.settings.channel, txn, sql, code, message)
     }
 }

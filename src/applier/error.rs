@@ -9,24 +9,23 @@ use mysql_async::Value as Param;
 
 use crate::applier::sql::{quote_ident, PlannedStatement, TableShape};
 use crate::event::{RowKind, Transaction};
-use crate::position::ChannelId;
+use crate::position::{BinlogPosition, ChannelId, Epoch, Seqno};
 
 /// A definite apply error: what failed and where. Displays as `channel C
 /// failed at seqno S (event FILE:POS, shard X): error CODE: MESSAGE; SQL:
 /// …`, without `error CODE: ` when no server sent a code (a lost
-/// connection).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "channel {channel} failed at seqno {seqno} (event {event_id}, shard {shard}): \
-     {}{message}; SQL: {sql}", ServerCode(*code)
-)]
+/// connection); an error that names no transaction shows seqno 0 and an
+/// empty event.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApplyError {
-    /// Channel number.
-    pub channel: u16,
-    /// Seqno of the failing transaction (or marker).
-    pub seqno: u64,
-    /// Its binlog position (`file:pos` after it).
-    pub event_id: String,
+    /// The channel.
+    pub channel: ChannelId,
+    /// Seqno of the failing transaction (or marker); `None` when the
+    /// error names none.
+    pub seqno: Option<Seqno>,
+    /// Its binlog position (after it); `None` when the error names no
+    /// transaction.
+    pub event_id: Option<BinlogPosition>,
     /// Its shard.
     pub shard: String,
     /// The SQL that failed, values elided past 200 characters.
@@ -42,16 +41,68 @@ impl ApplyError {
     /// statement (its runtime, its connection, its restart row).
     pub fn on_channel(channel: ChannelId, code: u16, message: String) -> ApplyError {
         ApplyError {
-            channel: channel.get(),
-            seqno: 0,
-            event_id: String::new(),
+            channel,
+            seqno: None,
+            event_id: None,
             shard: String::new(),
             sql: String::new(),
             code,
             message,
         }
     }
+
+    /// An error of channel `channel` at transaction `txn` (its seqno,
+    /// binlog position and shard).
+    pub fn at(
+        channel: ChannelId,
+        txn: &Transaction,
+        sql: String,
+        code: u16,
+        message: String,
+    ) -> ApplyError {
+        ApplyError {
+            channel,
+            seqno: Some(txn.seqno),
+            event_id: Some(txn.end_position.clone()),
+            shard: txn.shard.clone(),
+            sql,
+            code,
+            message,
+        }
+    }
+
+    /// The seqno as status and logs show it: 0 when the error names no
+    /// transaction.
+    pub fn seqno_number(&self) -> u64 {
+        self.seqno.map_or(0, Seqno::get)
+    }
+
+    /// The binlog position as status and logs show it (`file:pos`), empty
+    /// when the error names no transaction.
+    pub fn event_text(&self) -> String {
+        self.event_id
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string)
+    }
 }
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "channel {} failed at seqno {} (event {}, shard {}): {}{}; SQL: {}",
+            self.channel,
+            self.seqno_number(),
+            self.event_text(),
+            self.shard,
+            ServerCode(self.code),
+            self.message,
+            self.sql
+        )
+    }
+}
+
+impl std::error::Error for ApplyError {}
 
 /// `error CODE: ` for a server's code, nothing for 0 (no server code).
 pub struct ServerCode(pub u16);
@@ -72,15 +123,15 @@ impl std::fmt::Display for ServerCode {
 /// message, added when the error itself is only a closed connection.
 pub fn at_block(
     mut error: ApplyError,
-    todo: &[&(Arc<Transaction>, u64)],
+    todo: &[&(Arc<Transaction>, Epoch)],
     reconnect: Option<&str>,
 ) -> ApplyError {
     let (Some((first, _)), Some((last, _))) = (todo.first(), todo.last()) else {
         return error;
     };
-    if error.event_id.is_empty() {
-        error.seqno = first.seqno.get();
-        error.event_id = first.end_position.to_string();
+    if error.event_id.is_none() {
+        error.seqno = Some(first.seqno);
+        error.event_id = Some(first.end_position.clone());
         error.shard = first.shard.clone();
         error.message = if first.seqno == last.seqno {
             format!("{} (block of seqno {})", error.message, first.seqno)
@@ -194,9 +245,8 @@ pub fn connect_error(channel: ChannelId, e: &mysql_async::Error) -> ApplyError {
 #[cfg(test)]
 mod block_error_tests {
     use super::*;
-    use crate::position::{BinlogPosition, Seqno};
 
-    fn txn(seqno: u64, pos: u64, shard: &str) -> (Arc<Transaction>, u64) {
+    fn txn(seqno: u64, pos: u64, shard: &str) -> (Arc<Transaction>, Epoch) {
         let at = |p| BinlogPosition::new("mariadb-bin.000002", p).unwrap();
         let t = Transaction {
             seqno: Seqno(seqno),
@@ -210,18 +260,17 @@ mod block_error_tests {
             tables: Vec::new(),
             changes: Vec::new(),
         };
-        (Arc::new(t), 0)
+        (Arc::new(t), Epoch(0))
     }
 
     fn lost() -> ApplyError {
         ApplyError {
-            channel: 3,
-            seqno: 0,
-            event_id: String::new(),
-            shard: String::new(),
             sql: "START TRANSACTION".into(),
-            code: 0,
-            message: "Connection to the server is closed".into(),
+            ..ApplyError::on_channel(
+                ChannelId::recorded(3),
+                0,
+                "Connection to the server is closed".into(),
+            )
         }
     }
 
@@ -248,7 +297,11 @@ mod block_error_tests {
     fn a_server_error_keeps_its_transaction_and_code() {
         let a = txn(40, 1200, "acme");
         let mut e = lost();
-        (e.seqno, e.event_id, e.shard) = (41, "mariadb-bin.000002:1300".into(), "beta".into());
+        (e.seqno, e.event_id, e.shard) = (
+            Some(Seqno(41)),
+            Some("mariadb-bin.000002:1300".parse().unwrap()),
+            "beta".into(),
+        );
         (e.code, e.message) = (1927, "Connection was killed".into());
         let e = at_block(e, &[&a], Some("refused"));
         assert_eq!(

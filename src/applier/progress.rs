@@ -3,21 +3,21 @@
 //! error, counts per channel and shard, and the in-flight memory budget.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::applier::error::ApplyError;
 use crate::applier::work::{AppliedMarker, Marker, ShardApplied};
 use crate::event::Transaction;
-use crate::position::Seqno;
+use crate::position::{Epoch, Seqno};
 
 /// Progress shared by the channels and the scheduler: each channel's last
-/// committed seqno (-1: none), the first definite error, and a condition
+/// committed seqno ([`CommittedSeqno`]), the first definite error, and a condition
 /// variable signalled on every change.
 #[derive(Debug)]
 pub struct Progress {
-    committed: Vec<AtomicI64>,
+    committed: Vec<CommittedSeqno>,
     /// Bumped by every channel after it applies DDL: channels forget their
     /// cached table shapes when it changes (a DDL on one channel may alter
     /// a table another channel also writes, e.g. in critical transactions).
@@ -41,15 +41,39 @@ pub struct Progress {
     changed: Condvar,
 }
 
+/// A channel's last committed seqno, or none, in one atomic word: the
+/// seqno plus one, 0 for none (so that "none" is below every seqno and a
+/// raise is one `fetch_max`). Seqno `u64::MAX` cannot be held (2^64
+/// transactions).
+#[derive(Debug)]
+struct CommittedSeqno(AtomicU64);
+
+impl CommittedSeqno {
+    fn new(seqno: Option<Seqno>) -> CommittedSeqno {
+        CommittedSeqno(AtomicU64::new(Self::encode(seqno)))
+    }
+
+    fn encode(seqno: Option<Seqno>) -> u64 {
+        seqno.map_or(0, |s| s.get().saturating_add(1))
+    }
+
+    fn load(&self) -> Option<Seqno> {
+        self.0.load(Ordering::Acquire).checked_sub(1).map(Seqno)
+    }
+
+    /// Raises the seqno to `seqno` (a lower one leaves it as it is).
+    fn raise(&self, seqno: Seqno) {
+        self.0
+            .fetch_max(Self::encode(Some(seqno)), Ordering::AcqRel);
+    }
+}
+
 impl Progress {
     /// Progress for `channels` channels, each starting at its restart
     /// row's seqno.
     pub fn new(start: &[Option<Seqno>]) -> Progress {
         Progress {
-            committed: start
-                .iter()
-                .map(|s| AtomicI64::new(s.map_or(-1, |s| s.get() as i64)))
-                .collect(),
+            committed: start.iter().map(|s| CommittedSeqno::new(*s)).collect(),
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             markers: Mutex::new(vec![None; start.len()]),
@@ -66,9 +90,7 @@ impl Progress {
 
     /// Channel `channel`'s last committed seqno (`None`: nothing yet).
     pub fn committed(&self, channel: usize) -> Option<Seqno> {
-        u64::try_from(self.committed[channel].load(Ordering::Acquire))
-            .ok()
-            .map(Seqno)
+        self.committed[channel].load()
     }
 
     /// The lowest committed seqno over all channels (`None` when a channel
@@ -152,7 +174,7 @@ impl Progress {
     pub(super) fn record_applied(
         &self,
         channel: usize,
-        block: &[(Arc<Transaction>, u64)],
+        block: &[(Arc<Transaction>, Epoch)],
         before: Option<Seqno>,
     ) {
         let now = std::time::SystemTime::now()
@@ -234,7 +256,7 @@ impl Progress {
     /// scheduler at a barrier. Channels call it after each commit; it is
     /// public so benchmarks and tests can stand in for channels.
     pub fn set_committed(&self, channel: usize, seqno: Seqno) {
-        self.committed[channel].fetch_max(seqno.get() as i64, Ordering::AcqRel);
+        self.committed[channel].raise(seqno);
         let _guard = self.lock.lock().expect("progress lock");
         self.changed.notify_all();
     }
@@ -272,8 +294,26 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::Progress;
+    use crate::position::Seqno;
     use std::sync::Arc;
     use std::time::Duration;
+
+    #[test]
+    fn committed_seqnos_start_at_the_restart_rows_and_only_rise() {
+        let progress = Progress::new(&[None, Some(Seqno(0)), Some(Seqno(7))]);
+        assert_eq!(progress.committed(0), None);
+        assert_eq!(progress.committed(1), Some(Seqno(0)));
+        assert_eq!(progress.committed(2), Some(Seqno(7)));
+        assert_eq!(progress.minimum(), None);
+        progress.set_committed(0, Seqno(0));
+        assert_eq!(progress.committed(0), Some(Seqno(0)));
+        assert_eq!(progress.minimum(), Some(Seqno(0)));
+        progress.set_committed(2, Seqno(5));
+        assert_eq!(progress.committed(2), Some(Seqno(7)), "never backwards");
+        progress.set_committed(0, Seqno(9));
+        progress.set_committed(1, Seqno(8));
+        assert_eq!(progress.minimum(), Some(Seqno(7)));
+    }
 
     #[test]
     fn memory_budget_waits_for_releases_and_admits_one_oversized() {

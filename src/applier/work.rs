@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::applier::restart::RestartRow;
 use crate::event::Transaction;
-use crate::position::Seqno;
+use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
 
 /// What the scheduler sends a channel.
 #[derive(Clone, Debug)]
@@ -16,7 +16,7 @@ pub enum Work {
         /// The transaction.
         txn: Arc<Transaction>,
         /// Epoch of its extraction run.
-        epoch: u64,
+        epoch: Epoch,
         /// Commit it alone (critical shard or barrier).
         alone: bool,
         /// Its share of the in-flight memory budget
@@ -34,17 +34,19 @@ pub enum Work {
 }
 
 /// A position every channel records (SYNC and STOP markers): the last
-/// seqno the scheduler has handled, with its identity.
+/// seqno the scheduler has handled, with its identity, as the restart row
+/// holds it ([`Marker::row`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marker {
     /// The seqno.
     pub seqno: Seqno,
     /// Its epoch.
-    pub epoch: u64,
+    pub epoch: Epoch,
     /// Binlog position after it.
-    pub event_id: String,
-    /// Its GTID (text), or empty.
-    pub gtid: String,
+    pub event_id: BinlogPosition,
+    /// The source's GTID position after it (empty when the master logs no
+    /// GTIDs).
+    pub gtid: GtidPos,
     /// Its shard.
     pub shard_id: String,
     /// Master commit time, Unix seconds.
@@ -52,25 +54,42 @@ pub struct Marker {
 }
 
 impl Marker {
-    /// The marker of a transaction.
-    pub fn of(txn: &Transaction, epoch: u64) -> Marker {
+    /// The marker after `txn`, of the extraction run that started at
+    /// `epoch`, with the source's GTID position after it
+    /// (`gtid_position`, all domains, as the extractor recorded it; when
+    /// empty, the transaction's own GTID, if any).
+    pub fn new(txn: &Transaction, epoch: Epoch, gtid_position: GtidPos) -> Marker {
+        let gtid = match txn.gtid {
+            Some(own) if gtid_position.is_empty() => {
+                let mut pos = GtidPos::new();
+                pos.update(own);
+                pos
+            }
+            _ => gtid_position,
+        };
         Marker {
             seqno: txn.seqno,
             epoch,
-            event_id: txn.end_position.to_string(),
-            gtid: txn.gtid.map(|g| g.to_string()).unwrap_or_default(),
+            event_id: txn.end_position.clone(),
+            gtid,
             shard_id: txn.shard.clone(),
             extract_time: txn.commit_timestamp,
         }
     }
 
+    /// The marker after `txn` with its own GTID only
+    /// ([`Marker::new`] without a GTID position).
+    pub fn of(txn: &Transaction, epoch: Epoch) -> Marker {
+        Marker::new(txn, epoch, GtidPos::new())
+    }
+
     /// The restart row of channel `channel` at this position.
-    pub fn row(&self, channel: u16) -> RestartRow {
+    pub fn row(&self, channel: ChannelId) -> RestartRow {
         RestartRow {
             channel,
             seqno: Some(self.seqno),
             epoch: self.epoch,
-            event_id: self.event_id.clone(),
+            event_id: Some(self.event_id.clone()),
             gtid: self.gtid.clone(),
             shard_id: self.shard_id.clone(),
         }

@@ -350,8 +350,12 @@ pub fn run(
                  was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
                 config.queue.dir.display(),
                 restart::RESTART_TABLE,
-                row.event_id,
-                if row.gtid.is_empty() { "-" } else { &row.gtid },
+                row.event_id_text(),
+                if row.gtid.is_empty() {
+                    "-".to_string()
+                } else {
+                    row.gtid.to_string()
+                },
                 if all_equal {
                     "Every channel is at that seqno: `shardrepctl offline` (acknowledges this \
                      error), `shardrepctl handback` (hands the replica back to native replication \
@@ -387,8 +391,7 @@ pub fn run(
                 .map_err(|e| {
                     RunError::setup_client(format!("cannot connect to the replica: {e}"), &e)
                 })?;
-            restart::record_start(&mut conn, &catalog, &start.to_string(), &gtid.to_string())
-                .await?;
+            restart::record_start(&mut conn, &catalog, &start, &gtid).await?;
             let _ = conn.disconnect().await;
             Ok::<_, RunError>(())
         })?;
@@ -523,71 +526,74 @@ pub fn run(
     // The seqno a queue read failed at (the error reaches the scheduler
     // as text).
     let mut read_failed_at: Option<u64> = None;
-    let next =
-        |timeout: Duration| -> Result<Option<(crate::event::Transaction, u64, String)>, String> {
-            let deadline = Instant::now() + timeout;
-            loop {
-                if stop.load(Ordering::Acquire)
-                    || stop_at.as_ref().is_some_and(|at| {
-                        let at = at.load(Ordering::Acquire);
-                        at != u64::MAX && reader.next_seqno().get() > at
-                    })
-                {
-                    scheduler_stop.store(true, Ordering::Release);
-                    return Ok(None);
-                }
-                if !config.replica.allow_native_replication
-                    && native_checked.elapsed() >= NATIVE_REPLICATION_CHECK_INTERVAL
-                {
-                    native_checked = Instant::now();
-                    if let Some(running) =
-                        runtime.block_on(native_appliers(config, &mut native_check_conn))
-                    {
-                        if !running.is_empty() {
-                            // Stop the channels where dispatch is; the run
-                            // then ends with NativeReplication.
-                            native_running = Some(running);
-                            scheduler_stop.store(true, Ordering::Release);
-                            return Ok(None);
-                        }
-                    }
-                }
-                if let Some((txn, p)) = reader.try_next_with_progress().map_err(|e| {
-                    read_failed_at = Some(e.seqno().unwrap_or(reader.next_seqno()).get());
-                    e.to_string()
-                })? {
-                    since_purge += 1;
-                    if since_purge >= 1000 {
-                        since_purge = 0;
-                        if let Some(min) = progress.minimum() {
-                            // purge_applied keeps `retention_seqnos` below `min`.
-                            if let Err(e) = queue.purge_applied(min) {
-                                tracing::warn!(error = %e, "queue purge failed");
-                            }
-                        }
-                    }
-                    return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
-                }
-                if extract_failed.load(Ordering::Acquire) {
-                    // Everything extracted is dispatched: stop the channels
-                    // there; the run then ends with the extractor's error
-                    // (and the master's code) as RunError::Extract.
-                    scheduler_stop.store(true, Ordering::Release);
-                    return Ok(None);
-                }
-                if stop_when_idle
-                    && extract_idle.load(Ordering::Acquire)
-                    && reader.next_seqno() >= queue.next_seqno()
-                {
-                    scheduler_stop.store(true, Ordering::Release);
-                    return Ok(None);
-                }
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-                std::thread::sleep(Duration::from_millis(1));
+    let next = |timeout: Duration| -> Result<Option<scheduler::Queued>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if stop.load(Ordering::Acquire)
+                || stop_at.as_ref().is_some_and(|at| {
+                    let at = at.load(Ordering::Acquire);
+                    at != u64::MAX && reader.next_seqno().get() > at
+                })
+            {
+                scheduler_stop.store(true, Ordering::Release);
+                return Ok(None);
             }
-        };
+            if !config.replica.allow_native_replication
+                && native_checked.elapsed() >= NATIVE_REPLICATION_CHECK_INTERVAL
+            {
+                native_checked = Instant::now();
+                if let Some(running) =
+                    runtime.block_on(native_appliers(config, &mut native_check_conn))
+                {
+                    if !running.is_empty() {
+                        // Stop the channels where dispatch is; the run
+                        // then ends with NativeReplication.
+                        native_running = Some(running);
+                        scheduler_stop.store(true, Ordering::Release);
+                        return Ok(None);
+                    }
+                }
+            }
+            if let Some((txn, p)) = reader.try_next_with_progress().map_err(|e| {
+                read_failed_at = Some(e.seqno().unwrap_or(reader.next_seqno()).get());
+                e.to_string()
+            })? {
+                since_purge += 1;
+                if since_purge >= 1000 {
+                    since_purge = 0;
+                    if let Some(min) = progress.minimum() {
+                        // purge_applied keeps `retention_seqnos` below `min`.
+                        if let Err(e) = queue.purge_applied(min) {
+                            tracing::warn!(error = %e, "queue purge failed");
+                        }
+                    }
+                }
+                return Ok(Some(scheduler::Queued {
+                    txn,
+                    epoch: p.epoch,
+                    gtid_position: p.gtid_position,
+                }));
+            }
+            if extract_failed.load(Ordering::Acquire) {
+                // Everything extracted is dispatched: stop the channels
+                // there; the run then ends with the extractor's error
+                // (and the master's code) as RunError::Extract.
+                scheduler_stop.store(true, Ordering::Release);
+                return Ok(None);
+            }
+            if stop_when_idle
+                && extract_idle.load(Ordering::Acquire)
+                && reader.next_seqno() >= queue.next_seqno()
+            {
+                scheduler_stop.store(true, Ordering::Release);
+                return Ok(None);
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     let settings = SchedulerSettings {
         sync_interval_seqnos: config.apply.sync_interval_seqnos,
         stop_after: None,
@@ -619,11 +625,13 @@ pub fn run(
     // block before a STOP marker): its error wins over a clean outcome and
     // over the "channel gone" it causes.
     if let Some(error) = progress.error() {
-        return Err(RunError::Apply(scheduler::SchedulerError::Apply(error)));
+        return Err(RunError::Apply(scheduler::SchedulerError::Apply(Box::new(
+            error,
+        ))));
     }
     if let Some(index) = panicked {
         return Err(RunError::Apply(scheduler::SchedulerError::ChannelGone(
-            index,
+            crate::position::ChannelId::recorded(index as u16),
         )));
     }
     if let Some(conn) = native_check_conn.take() {

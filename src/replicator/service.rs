@@ -40,7 +40,7 @@ use crate::control::protocol::{
     ShardStatus, Status,
 };
 use crate::control::server::ControlHandler;
-use crate::position::{BinlogPosition, GtidPos, Seqno};
+use crate::position::{BinlogPosition, ChannelId, GtidPos, Seqno};
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::map::{ShardEntry, ShardMap};
@@ -628,18 +628,18 @@ fn pending_error(error: &RunError) -> PendingError {
             let mut p = PendingError::new(format!(
                 "channel {} failed at seqno {} (event {}, shard {}): {}{}",
                 e.channel,
-                e.seqno,
-                e.event_id,
+                e.seqno_number(),
+                e.event_text(),
                 e.shard,
                 crate::applier::error::ServerCode(e.code),
                 e.message
             ))
             .with_exception_message(&e.sql);
             p.code = (e.code != 0).then_some(u32::from(e.code));
-            p.seqno = Some(e.seqno);
-            p.event_id = Some(e.event_id.clone());
+            p.seqno = Some(e.seqno_number());
+            p.event_id = Some(e.event_text());
             p.shard = Some(e.shard.clone());
-            p.channel = Some(e.channel);
+            p.channel = Some(e.channel.get());
             p
         }
         RunError::Apply(SchedulerError::Rejected {
@@ -682,7 +682,7 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<u64>, Option<String>) {
         return (None, None);
     }
     let lowest = lowest.expect("checked");
-    (lowest.seqno.map(Seqno::get), Some(lowest.event_id.clone()))
+    (lowest.seqno.map(Seqno::get), Some(lowest.event_id_text()))
 }
 
 impl ControlHandler for Service {
@@ -751,7 +751,7 @@ impl ControlHandler for Service {
                     .find(|(m, _)| Some(m.seqno) == applied);
                 match marker {
                     Some((m, latency)) => {
-                        status.applied_last_event_id = Some(m.event_id.clone());
+                        status.applied_last_event_id = Some(m.event_id.to_string());
                         status.applied_latency = Some(*latency);
                     }
                     None => {
@@ -759,7 +759,7 @@ impl ControlHandler for Service {
                             .last_rows
                             .iter()
                             .find(|r| applied.is_some() && r.seqno == applied)
-                            .map(|r| r.event_id.clone());
+                            .map(RestartRow::event_id_text);
                     }
                 }
                 let newest = markers
@@ -795,13 +795,13 @@ impl ControlHandler for Service {
         };
         let mut out = Vec::new();
         for c in 0..self.config.apply.channels {
-            let row = inner.last_rows.iter().find(|r| r.channel == c);
+            let row = inner.last_rows.iter().find(|r| r.channel.get() == c);
             let live = progress.as_ref().and_then(|p| p.marker(usize::from(c)));
             out.push(match live {
                 Some((m, latency)) => ChannelStatus {
                     channel: c,
                     applied_last_seqno: Some(m.seqno.get()),
-                    applied_last_event_id: Some(m.event_id.clone()),
+                    applied_last_event_id: Some(m.event_id.to_string()),
                     applied_latency: Some(latency),
                     applied_count: applied_count(c),
                     shard_id: Some(m.shard_id.clone()),
@@ -809,7 +809,7 @@ impl ControlHandler for Service {
                 None => ChannelStatus {
                     channel: c,
                     applied_last_seqno: row.and_then(|r| r.seqno).map(Seqno::get),
-                    applied_last_event_id: row.map(|r| r.event_id.clone()),
+                    applied_last_event_id: row.map(RestartRow::event_id_text),
                     applied_latency: None,
                     applied_count: applied_count(c),
                     shard_id: row.map(|r| r.shard_id.clone()),
@@ -1176,15 +1176,8 @@ fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) 
         let Some((m, _)) = progress.marker(usize::from(channel)) else {
             continue;
         };
-        let row = RestartRow {
-            channel,
-            seqno: Some(m.seqno),
-            epoch: m.epoch,
-            event_id: m.event_id.clone(),
-            gtid: m.gtid.clone(),
-            shard_id: m.shard_id.clone(),
-        };
-        match rows.iter_mut().find(|r| r.channel == channel) {
+        let row = m.row(ChannelId::recorded(channel));
+        match rows.iter_mut().find(|r| r.channel == row.channel) {
             Some(r) if r.seqno < row.seqno => *r = row,
             Some(_) => {}
             None => rows.push(row),
@@ -1225,22 +1218,14 @@ fn handback_position(
             seqnos.join(",")
         )));
     }
-    if first.event_id.is_empty() {
+    let Some(position) = first.event_id else {
         return Err(ControlError::illegal_state(format!(
             "nothing to hand back: no channel applied anything and no takeover position is \
              recorded (the service started at source.start), so native replication is still \
              where it was; `shardrepctl reset --confirm {name}` forgets this service"
         )));
-    }
-    let position: BinlogPosition = first
-        .event_id
-        .parse()
-        .map_err(|e| failed(format!("restart row event_id {:?}: {e}", first.event_id)))?;
-    let gtid: Option<GtidPos> = if first.gtid.is_empty() {
-        None
-    } else {
-        first.gtid.parse().ok()
     };
+    let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
 }
 
@@ -1288,7 +1273,7 @@ fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
             ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
              --skip-seqno {}` if that transaction must never be applied (recorded, never \
              applied later); or {reset}",
-            e.seqno
+            e.seqno_number()
         ),
         RunError::Apply(SchedulerError::Rejected { seqno, .. }) => format!(
             ". Way out: map the shard (`shardrepctl shard insert`), then `shardrepctl online`; \
@@ -1317,16 +1302,14 @@ mod tests {
 
     fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
         RestartRow {
-            channel,
             seqno: seqno.map(Seqno),
-            epoch: 0,
-            event_id: event_id.into(),
+            event_id: (!event_id.is_empty()).then(|| event_id.parse().unwrap()),
             gtid: if event_id.is_empty() {
-                String::new()
+                GtidPos::new()
             } else {
-                "0-1-7".into()
+                "0-1-7".parse().unwrap()
             },
-            shard_id: String::new(),
+            ..RestartRow::empty(ChannelId::recorded(channel))
         }
     }
 
@@ -1397,17 +1380,17 @@ mod tests {
     }
 
     fn apply_error(code: u16, message: &str) -> RunError {
-        RunError::Apply(crate::scheduler::SchedulerError::Apply(
+        RunError::Apply(crate::scheduler::SchedulerError::Apply(Box::new(
             crate::applier::error::ApplyError {
-                channel: 1,
-                seqno: 7,
-                event_id: "mariadb-bin.000002:610".into(),
+                channel: ChannelId::recorded(1),
+                seqno: Some(Seqno(7)),
+                event_id: Some("mariadb-bin.000002:610".parse().unwrap()),
                 shard: "s".into(),
                 sql: "INSERT".into(),
                 code,
                 message: message.into(),
             },
-        ))
+        )))
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::applier::sql::{interpolate, PlannedStatement, SqlBuilder};
 use crate::applier::table::ReplicaTable;
 use crate::applier::work::Marker;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Transaction};
+use crate::position::Epoch;
 
 /// Most bytes of SQL text in one multi-statement query of a batched block.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -124,13 +125,13 @@ impl Channel {
     /// for the statement that caused it.
     pub(super) async fn try_block_batched(
         &mut self,
-        todo: &[&(Arc<Transaction>, u64)],
+        todo: &[&(Arc<Transaction>, Epoch)],
         marker: &Marker,
     ) -> Attempt {
         let mut run: Option<Run> = None;
         let mut batch = Batch::new();
         let mut planned = Vec::new();
-        let row = marker.row(self.settings.channel.get());
+        let row = marker.row(self.settings.channel);
         for (index, (txn, epoch)) in todo.iter().enumerate() {
             let mut next = 0;
             while next < txn.changes.len() {
@@ -312,7 +313,7 @@ impl Channel {
     async fn send_full(
         &mut self,
         batch: &mut Batch,
-        todo: &[&(Arc<Transaction>, u64)],
+        todo: &[&(Arc<Transaction>, Epoch)],
         row: &RestartRow,
     ) -> Attempt {
         for (query, checks) in std::mem::take(&mut batch.full) {
@@ -375,7 +376,7 @@ impl Channel {
     /// affected-row count, if it is short.
     fn check_affected(
         &self,
-        todo: &[&(Arc<Transaction>, u64)],
+        todo: &[&(Arc<Transaction>, Epoch)],
         check: &Check,
         affected: u64,
         row: &RestartRow,

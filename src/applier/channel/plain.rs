@@ -12,6 +12,7 @@ use crate::applier::session::{self, session_setup};
 use crate::applier::sql::{quote_ident, PlannedStatement, TableShape};
 use crate::applier::table::ReplicaTable;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
+use crate::position::Epoch;
 use crate::shard::statement::{leading_verb, names_its_database};
 use crate::shard::temp_tables::TempTables;
 
@@ -20,7 +21,7 @@ impl Channel {
     pub(super) async fn replica_table(
         &mut self,
         txn: &Transaction,
-        epoch: u64,
+        epoch: Epoch,
         info: &TableInfo,
     ) -> Result<Arc<ReplicaTable>, (ApplyError, Option<mysql_async::Error>)> {
         match self.tables.lookup(&mut self.conn, info).await {
@@ -58,7 +59,7 @@ impl Channel {
 
     /// Applies `txn` statement by statement, inside the block's open
     /// transaction.
-    pub(super) async fn apply_txn(&mut self, txn: &Transaction, epoch: u64) -> Attempt {
+    pub(super) async fn apply_txn(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
         let mut planned = Vec::new();
         for change in &txn.changes {
             match change {
@@ -106,7 +107,7 @@ impl Channel {
     async fn exec_planned(
         &mut self,
         txn: &Transaction,
-        epoch: u64,
+        epoch: Epoch,
         statement: &PlannedStatement,
         shape: &TableShape,
     ) -> Attempt {
@@ -147,7 +148,7 @@ impl Channel {
     async fn apply_statement(
         &mut self,
         txn: &Transaction,
-        epoch: u64,
+        epoch: Epoch,
         statement: &Statement,
     ) -> Attempt {
         let at = Some((txn, epoch));

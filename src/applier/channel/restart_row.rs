@@ -13,6 +13,7 @@ use crate::applier::restart::{self, RestartRow};
 use crate::applier::retry::{classify, Backoff, ErrorClass};
 use crate::applier::work::Marker;
 use crate::event::Transaction;
+use crate::position::Epoch;
 
 /// The error text of a restart-row UPDATE that matched no row: the row is
 /// missing, or already past `row` (it never moves backwards).
@@ -32,7 +33,7 @@ impl Channel {
         &mut self,
         row: &RestartRow,
         extract_time: u32,
-        at: Option<(&Transaction, u64)>,
+        at: Option<(&Transaction, Epoch)>,
     ) -> Attempt {
         let sql = restart::update_statement(&self.settings.catalog);
         let result = self
@@ -46,8 +47,8 @@ impl Channel {
                 if affected != 1 {
                     return Err((
                         ApplyError {
-                            channel: self.settings.channel.get(),
-                            seqno: row.seqno.map_or(0, |s| s.get()),
+                            channel: self.settings.channel,
+                            seqno: row.seqno,
                             event_id: row.event_id.clone(),
                             shard: row.shard_id.clone(),
                             sql: elide(&sql),
@@ -84,7 +85,7 @@ impl Channel {
 
     /// Marks seqno `txn` as started in the restart row's `ddl_seqno`
     /// (autocommit, not binlogged).
-    pub(super) async fn mark_started(&mut self, txn: &Transaction, epoch: u64) -> Attempt {
+    pub(super) async fn mark_started(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
         let sql = restart::mark_ddl_statement(&self.settings.catalog);
         let params = Params::Positional(vec![
             Param::Int(txn.seqno.get() as i64),
@@ -107,7 +108,7 @@ impl Channel {
         &mut self,
         row: &RestartRow,
         extract_time: u32,
-        at: Option<(&Transaction, u64)>,
+        at: Option<(&Transaction, Epoch)>,
     ) -> Attempt {
         self.catalog_only_logging(false).await?;
         let written = async {
@@ -129,7 +130,7 @@ impl Channel {
         if self.committed.is_some_and(|c| c >= marker.seqno) {
             return Ok(false);
         }
-        let row = marker.row(self.settings.channel.get());
+        let row = marker.row(self.settings.channel);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
             let attempt = self.write_row_alone(&row, marker.extract_time, None).await;

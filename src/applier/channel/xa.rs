@@ -43,6 +43,7 @@ use super::{Attempt, Channel};
 use crate::applier::error::{elide, ApplyError};
 use crate::applier::work::Marker;
 use crate::event::{Change, Transaction};
+use crate::position::Epoch;
 use crate::xa::{is_xa_sql, XaRole, Xid};
 
 /// `ER_XAER_NOTA`: unknown xid.
@@ -71,7 +72,7 @@ impl Channel {
     pub(super) async fn try_xa(
         &mut self,
         txn: &Transaction,
-        epoch: u64,
+        epoch: Epoch,
         role: &XaRole,
         marker: &Marker,
     ) -> Attempt {
@@ -168,7 +169,7 @@ impl Channel {
     /// `XA START`, the changes, `XA END`, `XA PREPARE` on a new connection
     /// set up as the channel's, which then disconnects (leaving the
     /// transaction prepared, or rolling back one that is not).
-    async fn prepare_alone(&mut self, txn: &Transaction, epoch: u64, xid: &Xid) -> Attempt {
+    async fn prepare_alone(&mut self, txn: &Transaction, epoch: Epoch, xid: &Xid) -> Attempt {
         let at = Some((txn, epoch));
         let xa_conn = Conn::new(self.settings.opts.clone())
             .await
@@ -196,9 +197,9 @@ impl Channel {
 
     /// Moves the restart row to `marker` in a transaction of its own (not
     /// binlogged: it carries no data).
-    async fn record_alone(&mut self, txn: &Transaction, epoch: u64, marker: &Marker) -> Attempt {
+    async fn record_alone(&mut self, txn: &Transaction, epoch: Epoch, marker: &Marker) -> Attempt {
         let at = Some((txn, epoch));
-        let row = marker.row(self.settings.channel.get());
+        let row = marker.row(self.settings.channel);
         self.write_row_alone(&row, txn.commit_timestamp, at).await
     }
 
