@@ -48,7 +48,7 @@ use crate::applier::error::ApplyError;
 use crate::applier::progress::Progress;
 use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
-use crate::position::{ChannelId, Epoch, GtidPos, Seqno};
+use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
 
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,7 +137,7 @@ pub enum SchedulerError {
         /// Its shard.
         shard: String,
         /// Its event id (binlog position after it).
-        event_id: String,
+        event_id: BinlogPosition,
         /// The filter's message.
         message: String,
     },
@@ -344,7 +344,7 @@ where
                 return Err(SchedulerError::Rejected {
                     seqno,
                     shard: txn.shard.clone(),
-                    event_id: txn.end_position.to_string(),
+                    event_id: txn.end_position.clone(),
                     message,
                 });
             }

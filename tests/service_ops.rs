@@ -5,7 +5,9 @@
 //! answer is retried with waits doubling up to `reconnect_max_backoff_ms`,
 //! one warning each; a first start that fails on the master creates no
 //! catalog on the replica; a damaged queue record stops the service with
-//! `pendingErrorSeqno` set and a clean message.
+//! `pendingErrorSeqno` set and a clean message; a malformed restart row
+//! stops the start and the handback naming its channel and text (issue
+//! 15).
 
 mod common;
 

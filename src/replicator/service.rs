@@ -651,7 +651,7 @@ fn pending_error(error: &RunError) -> PendingError {
             let mut p = PendingError::new(message.clone());
             p.seqno = Some(seqno.get());
             p.shard = Some(shard.clone());
-            p.event_id = Some(event_id.clone());
+            p.event_id = Some(event_id.to_string());
             p
         }
         RunError::QueueRead { seqno, .. } => {
