@@ -43,10 +43,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use crossbeam_channel::{Receiver, Sender};
-use shardrep::applier::channel::{Marker, Progress, Work};
+use shardrep::applier::progress::Progress;
+use shardrep::applier::work::{Marker, Work};
 use shardrep::config::ApplyConfig;
 use shardrep::event::Transaction;
-use shardrep::position::Seqno;
+use shardrep::position::{Epoch, GtidPos, Seqno};
 use shardrep::scheduler::{self, Router, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
 
@@ -234,7 +235,13 @@ impl Channels {
         };
         let start = Instant::now();
         scheduler::run(
-            |_| Ok(stream.next().map(|t| (t, 0, String::new()))),
+            |_| {
+                Ok(stream.next().map(|txn| scheduler::Queued {
+                    txn,
+                    epoch: Epoch(0),
+                    gtid_position: GtidPos::new(),
+                }))
+            },
             router,
             &self.senders,
             &self.progress,
@@ -315,7 +322,7 @@ fn main() {
     });
     group.bench_function("marker", |b| {
         b.iter(|| {
-            let marker = Marker::of(&pool[i % POOL], 0);
+            let marker = Marker::of(&pool[i % POOL], Epoch(0));
             i += 1;
             black_box(marker)
         })

@@ -44,17 +44,19 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::applier::channel::{ApplyError, Marker, Progress, Work};
+use crate::applier::error::ApplyError;
+use crate::applier::progress::Progress;
+use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
-use crate::position::Seqno;
+use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
 
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     /// Apply on `channel`; `critical` runs it alone behind a barrier.
     Apply {
-        /// Channel index.
-        channel: usize,
+        /// The channel.
+        channel: ChannelId,
         /// Critical shard (or `#UNKNOWN`).
         critical: bool,
     },
@@ -119,14 +121,14 @@ pub struct SchedulerCounters {
 
 /// The channel that applies every transaction of master sessions with
 /// temporary tables (see the module doc).
-pub const TEMP_TABLE_CHANNEL: usize = 0;
+pub const TEMP_TABLE_CHANNEL: ChannelId = ChannelId::FIRST;
 
 /// Why the scheduler stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
-    /// A channel failed.
+    /// A channel failed (boxed: the error is large, and rare).
     #[error("{0}")]
-    Apply(ApplyError),
+    Apply(Box<ApplyError>),
     /// The shard filter rejected a transaction.
     #[error("{message}")]
     Rejected {
@@ -135,7 +137,7 @@ pub enum SchedulerError {
         /// Its shard.
         shard: String,
         /// Its event id (binlog position after it).
-        event_id: String,
+        event_id: BinlogPosition,
         /// The filter's message.
         message: String,
     },
@@ -153,7 +155,7 @@ pub enum SchedulerError {
     },
     /// A channel's input closed unexpectedly (its thread ended).
     #[error("channel {0} stopped unexpectedly")]
-    ChannelGone(usize),
+    ChannelGone(ChannelId),
 }
 
 /// Scheduler settings.
@@ -174,12 +176,26 @@ pub struct SchedulerSettings {
     pub immediate: Option<Arc<AtomicBool>>,
 }
 
+/// A transaction as the scheduler takes it from the queue: with the epoch
+/// of its extraction run and the source's GTID position after it, which
+/// the restart rows record ([`Marker::new`]).
+#[derive(Clone, Debug)]
+pub struct Queued {
+    /// The transaction.
+    pub txn: Transaction,
+    /// Epoch of its extraction run.
+    pub epoch: Epoch,
+    /// The source's GTID position after it (all domains); empty when the
+    /// master logs no GTIDs (the marker then holds the transaction's own
+    /// GTID, if any).
+    pub gtid_position: GtidPos,
+}
+
 /// Runs the scheduler until a stop request (`stop`), `stop_after`, or an
-/// error. `next` yields the next transaction in seqno order, waiting at
-/// most the given time (`Ok(None)`: nothing yet), with its epoch and the
-/// source GTID position after it (text; empty when unknown). On a clean stop, sends
-/// STOP to every channel and returns the marker it sent (`None` when
-/// nothing was handled).
+/// error. `next` yields the next transaction in seqno order ([`Queued`]),
+/// waiting at most the given time (`Ok(None)`: nothing yet). On a clean
+/// stop, sends STOP to every channel and returns the marker it sent
+/// (`None` when nothing was handled).
 ///
 /// # Errors
 /// [`SchedulerError`] with the first apply error, a rejected transaction
@@ -195,21 +211,23 @@ pub fn run<R: Router, N>(
     settings: &SchedulerSettings,
 ) -> Result<Option<Arc<Marker>>, SchedulerError>
 where
-    N: FnMut(Duration) -> Result<Option<(Transaction, u64, String)>, String>,
+    N: FnMut(Duration) -> Result<Option<Queued>, String>,
 {
     let channels = senders.len();
     let mut last_sent: Vec<Option<Seqno>> = vec![None; channels];
-    let mut critical_channel: Option<usize> = None;
+    let mut critical_channel: Option<ChannelId> = None;
     let mut last_marker: Option<Arc<Marker>> = None;
     let mut since_sync = 0u64;
     // A transaction that changes routing was sent: its seqno.
     let mut refresh_after: Option<Seqno> = None;
     let mut temp_tables = crate::shard::temp_tables::TempTables::default();
-    let send = |channel: usize, work: Work| -> Result<(), SchedulerError> {
-        senders[channel]
+    let send = |channel: ChannelId, work: Work| -> Result<(), SchedulerError> {
+        senders[channel.index()]
             .send(work)
             .map_err(|_| SchedulerError::ChannelGone(channel))
     };
+    // Every channel, for SYNC and STOP markers.
+    let all = || ChannelId::all(channels as u16);
     let barrier = |last_sent: &[Option<Seqno>]| -> Result<(), SchedulerError> {
         let done = progress.wait_until(|p| {
             last_sent
@@ -220,9 +238,9 @@ where
         if done {
             Ok(())
         } else {
-            Err(SchedulerError::Apply(
+            Err(SchedulerError::Apply(Box::new(
                 progress.error().expect("wait_until failed on an error"),
-            ))
+            )))
         }
     };
     // Memory bound: wait for the channels to commit when too many bytes
@@ -231,14 +249,14 @@ where
         if progress.acquire_memory(bytes) {
             Ok(())
         } else {
-            Err(SchedulerError::Apply(
+            Err(SchedulerError::Apply(Box::new(
                 progress.error().expect("acquire_memory failed on an error"),
-            ))
+            )))
         }
     };
     loop {
         if let Some(e) = progress.error() {
-            return Err(SchedulerError::Apply(e));
+            return Err(SchedulerError::Apply(Box::new(e)));
         }
         let reached_stop = settings
             .stop_after
@@ -262,7 +280,7 @@ where
                 );
             }
             if let Some(marker) = &last_marker {
-                for c in 0..channels {
+                for c in all() {
                     send(c, Work::Stop(marker.clone()))?;
                 }
             }
@@ -281,14 +299,19 @@ where
                     message,
                 })?;
         }
-        let Some((txn, epoch, gtid_position)) = next_txn else {
+        let Some(Queued {
+            txn,
+            epoch,
+            gtid_position,
+        }) = next_txn
+        else {
             // Idle: let every channel record the last handled position, so
             // the restart rows (and `wait --applied`) reach it now rather
             // than after `sync_interval_seqnos` more transactions.
             if since_sync > 0 {
                 if let Some(marker) = &last_marker {
                     since_sync = 0;
-                    for c in 0..channels {
+                    for c in all() {
                         send(c, Work::Sync(marker.clone()))?;
                     }
                 }
@@ -296,11 +319,7 @@ where
             continue;
         };
         let seqno = txn.seqno;
-        let mut marker = Marker::of(&txn, epoch);
-        if !gtid_position.is_empty() {
-            marker.gtid = gtid_position;
-        }
-        let marker = Arc::new(marker);
+        let marker = Arc::new(Marker::new(&txn, epoch, gtid_position));
         let skipped = settings
             .skip_seqnos
             .iter()
@@ -325,7 +344,7 @@ where
                 return Err(SchedulerError::Rejected {
                     seqno,
                     shard: txn.shard.clone(),
-                    event_id: txn.end_position.to_string(),
+                    event_id: txn.end_position.clone(),
                     message,
                 });
             }
@@ -365,16 +384,16 @@ where
                     barrier(&last_sent)?;
                     if let Some(before) = &last_marker {
                         since_sync = 0;
-                        for c in 0..channels {
+                        for c in all() {
                             send(c, Work::Sync(before.clone()))?;
                         }
                         let synced = progress.wait_until(|p| {
                             (0..channels).all(|c| p.committed(c).is_some_and(|d| d >= before.seqno))
                         });
                         if !synced {
-                            return Err(SchedulerError::Apply(
+                            return Err(SchedulerError::Apply(Box::new(
                                 progress.error().expect("wait_until failed on an error"),
-                            ));
+                            )));
                         }
                     }
                     if critical_channel.is_none() {
@@ -414,7 +433,7 @@ where
                             marker: marker.clone(),
                         },
                     )?;
-                    last_sent[channel] = Some(seqno);
+                    last_sent[channel.index()] = Some(seqno);
                 } else {
                     if critical_channel.take().is_some() {
                         barrier(&last_sent)?;
@@ -430,7 +449,7 @@ where
                             marker: marker.clone(),
                         },
                     )?;
-                    last_sent[channel] = Some(seqno);
+                    last_sent[channel.index()] = Some(seqno);
                 }
                 counters.dispatched.fetch_add(1, Ordering::Relaxed);
             }
@@ -442,7 +461,7 @@ where
         since_sync += 1;
         if settings.sync_interval_seqnos > 0 && since_sync >= settings.sync_interval_seqnos {
             since_sync = 0;
-            for c in 0..channels {
+            for c in all() {
                 send(c, Work::Sync(marker.clone()))?;
             }
         }
@@ -484,15 +503,15 @@ impl Router for ShardRouter {
                     // shard's own channel: the same before and after the
                     // change (module doc).
                     Some(_) if self.changes_routing(txn) => Route::Apply {
-                        channel: own.index(),
+                        channel: own,
                         critical: true,
                     },
                     Some(fk) => Route::Apply {
-                        channel: fk.groups().channel_of(&txn.shard).unwrap_or(own).index(),
+                        channel: fk.groups().channel_of(&txn.shard).unwrap_or(own),
                         critical,
                     },
                     None => Route::Apply {
-                        channel: own.index(),
+                        channel: own,
                         critical,
                     },
                 }
@@ -562,15 +581,15 @@ mod tests {
         fn route(&mut self, txn: &Transaction) -> Route {
             match txn.shard.as_str() {
                 "a" => Route::Apply {
-                    channel: 1,
+                    channel: ChannelId::recorded(1),
                     critical: false,
                 },
                 "b" => Route::Apply {
-                    channel: 2,
+                    channel: ChannelId::recorded(2),
                     critical: false,
                 },
                 _ => Route::Apply {
-                    channel: 3,
+                    channel: ChannelId::recorded(3),
                     critical: true,
                 },
             }
@@ -658,15 +677,15 @@ mod tests {
         fn route(&mut self, txn: &Transaction) -> Route {
             match txn.shard.as_str() {
                 "c1" => Route::Apply {
-                    channel: 1,
+                    channel: ChannelId::recorded(1),
                     critical: true,
                 },
                 "c2" => Route::Apply {
-                    channel: 2,
+                    channel: ChannelId::recorded(2),
                     critical: true,
                 },
                 _ => Route::Apply {
-                    channel: 0,
+                    channel: ChannelId::recorded(0),
                     critical: false,
                 },
             }
@@ -716,7 +735,11 @@ mod tests {
         run(
             |_| {
                 observe(queue.len(), &counters);
-                Ok(queue.next().map(|t| (t, 0, String::new())))
+                Ok(queue.next().map(|txn| Queued {
+                    txn,
+                    epoch: Epoch(0),
+                    gtid_position: GtidPos::new(),
+                }))
             },
             router,
             &senders,

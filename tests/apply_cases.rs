@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use shardrep::position::BinlogPosition;
+use shardrep::position::{BinlogPosition, Seqno};
 use shardrep::queue::{QueueOptions, TransactionQueue};
 use shardrep::replicator::RunError;
 use shardrep::scheduler::SchedulerError;
@@ -473,7 +473,7 @@ async fn ddl_applies_in_order_and_is_not_rerun_after_a_crash() {
     match spec.run_until_idle(sb) {
         Err(RunError::Apply(SchedulerError::Apply(e))) => {
             assert_eq!(e.code, 1091, "{e}");
-            assert_eq!(e.seqno, ddl_seqno, "{e}");
+            assert_eq!(e.seqno, Some(Seqno(ddl_seqno)), "{e}");
             assert!(e.sql.contains("DROP COLUMN"), "{e}");
         }
         other => panic!("expected error 1091 at seqno {ddl_seqno}, got {other:?}"),
@@ -578,12 +578,15 @@ async fn transient_errors_are_retried_and_divergence_stops() {
     // The failing channel's row stays before the transaction; the other
     // channel may record the clean-stop marker (it had nothing there).
     let after = spec.restart_seqnos(sb).await;
-    let failed = usize::from(error.channel);
+    let failed = error.channel.index();
     assert_eq!(
         after[failed], before[failed],
         "the failing channel did not advance"
     );
-    assert!(after[failed] < error.seqno as i64, "{after:?} vs {error}");
+    assert!(
+        after[failed] < error.seqno_number() as i64,
+        "{after:?} vs {error}"
+    );
     assert_eq!(after.len(), 2, "one restart row per channel");
     // It stays stopped: the same error again, nothing skipped.
     match spec.run_until_idle(sb) {
@@ -592,7 +595,7 @@ async fn transient_errors_are_retried_and_divergence_stops() {
     }
     // The DBA skips it.
     let report = spec
-        .run_with(sb, vec![error.seqno..=error.seqno])
+        .run_with(sb, vec![error.seqno_number()..=error.seqno_number()])
         .expect("skipped");
     assert_eq!(report.skipped, 1);
     let rows: Vec<(i32, i32)> = replica
@@ -604,7 +607,7 @@ async fn transient_errors_are_retried_and_divergence_stops() {
         .restart_seqnos(sb)
         .await
         .iter()
-        .all(|s| *s >= error.seqno as i64));
+        .all(|s| *s >= error.seqno_number() as i64));
     drop_everywhere(sb, &names(&r)).await;
     spec.remove(sb).await;
 }

@@ -10,9 +10,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shardrep::applier::channel::{Progress, Work};
+use shardrep::applier::progress::Progress;
+use shardrep::applier::work::Work;
 use shardrep::event::{Change, Statement, Transaction, UNKNOWN_SHARD};
-use shardrep::position::{BinlogPosition, Seqno};
+use shardrep::position::{BinlogPosition, Epoch, GtidPos, Seqno};
 use shardrep::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::foreign_keys::{ForeignKey, ForeignKeyRouting};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
@@ -140,7 +141,13 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         immediate: None,
     };
     scheduler::run(
-        |_| Ok(stream.next().map(|t| (t, 1, String::new()))),
+        |_| {
+            Ok(stream.next().map(|txn| scheduler::Queued {
+                txn,
+                epoch: Epoch(1),
+                gtid_position: GtidPos::new(),
+            }))
+        },
         &mut router,
         &senders,
         &progress,

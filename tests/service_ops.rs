@@ -5,7 +5,9 @@
 //! answer is retried with waits doubling up to `reconnect_max_backoff_ms`,
 //! one warning each; a first start that fails on the master creates no
 //! catalog on the replica; a damaged queue record stops the service with
-//! `pendingErrorSeqno` set and a clean message.
+//! `pendingErrorSeqno` set and a clean message; a malformed restart row
+//! stops the start and the handback naming its channel and text (issue
+//! 15).
 
 mod common;
 
@@ -517,4 +519,120 @@ async fn a_damaged_queue_record_names_its_seqno_in_status() {
         .query_drop(format!("DROP DATABASE {s}"))
         .await
         .unwrap();
+}
+
+/// Every column of every restart row in `table`, by channel.
+async fn restart_rows(
+    conn: &mut mysql_async::Conn,
+    table: &str,
+) -> Vec<(u16, i64, u64, String, String, String, i64)> {
+    conn.query(format!(
+        "SELECT channel, seqno, epoch, event_id, gtid, shard_id, ddl_seqno FROM {table} \
+         ORDER BY channel"
+    ))
+    .await
+    .unwrap()
+}
+
+/// A restart row whose stored text is malformed (here its GTID position,
+/// then its binlog position) stops the start, and a handback, with an error
+/// naming the channel and the text (issue 15: the row is parsed once where
+/// it is read; a malformed GTID was silently dropped before), and the
+/// restart table is left exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let schema = unique_schema("badrow");
+    let start = master_position(sb).await;
+    let s = quote_ident(&schema);
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY); \
+             INSERT INTO {s}.t VALUES (1)"
+        ))
+        .await
+        .unwrap();
+    let mut spec = ServiceSpec::new("badrow", std::slice::from_ref(&schema), &start);
+    spec.channels = 2;
+    spec.run_until_idle(sb).expect("first run");
+    let catalog = spec.catalog();
+    let table = format!("{}.restart_position", quote_ident(&catalog));
+    let mut replica = sb.connect(TARGET).await;
+    let good = restart_rows(&mut replica, &table).await;
+    // Seqnos 0 CREATE DATABASE, 1 CREATE TABLE, 2 the insert: both
+    // channels end at the last one handled (STOP marker).
+    assert_eq!(good.len(), 2);
+    assert!(good[0].1 >= 2 && good[0].1 == good[1].1, "{good:?}");
+
+    // A GTID position that is not one.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET gtid = '0-1-x' WHERE channel = 1"
+        ))
+        .await
+        .unwrap();
+    let corrupt = restart_rows(&mut replica, &table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "restart row of channel 1 ({catalog}.restart_position): gtid \"0-1-x\" is not a \
+             MariaDB GTID position: invalid GTID position \"0-1-x\": item \"0-1-x\": expected \
+             seq_no as a decimal integer 0..=18446744073709551615, found \"x\""
+        )
+    );
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+    // The handback reads the same row: the same error, nothing changed.
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(&spec, &mut process);
+    let (code, out, err) = common::service::ctl(&spec, &["handback"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains(&format!(
+            "restart row of channel 1 ({catalog}.restart_position): gtid \"0-1-x\" is not a \
+             MariaDB GTID position"
+        )),
+        "{err}"
+    );
+    assert!(process.terminate());
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+
+    // A binlog position that is not one.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET gtid = '{}' WHERE channel = 1; \
+             UPDATE {table} SET event_id = 'mariadb-bin:4' WHERE channel = 0",
+            good[1].4
+        ))
+        .await
+        .unwrap();
+    let corrupt = restart_rows(&mut replica, &table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "restart row of channel 0 ({catalog}.restart_position): event_id \"mariadb-bin:4\" \
+             is not a binlog position: invalid binlog position \"mariadb-bin:4\": expected a \
+             file name BASENAME.NNNNNN with a numeric extension, found \"mariadb-bin\""
+        )
+    );
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+
+    // Repaired, the service starts and resumes where the rows say.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET event_id = '{}' WHERE channel = 0",
+            good[0].3
+        ))
+        .await
+        .unwrap();
+    assert_eq!(restart_rows(&mut replica, &table).await, good);
+    spec.run_until_idle(sb).expect("run after the repair");
+    let after = restart_rows(&mut replica, &table).await;
+    assert!(after.iter().all(|r| r.1 >= good[0].1), "{after:?}");
+    common::service::drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    spec.remove(sb).await;
 }

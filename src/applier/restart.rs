@@ -23,25 +23,47 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as Param};
 
 use crate::catalog::{self, RESTART_TABLE};
-use crate::position::{ChannelId, Seqno};
+use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, PositionError, Seqno};
 
-/// One channel's restart row.
+/// One channel's restart row, typed: parsed once from its SQL row by
+/// [`read`], written back as text by [`update_params`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestartRow {
     /// The channel.
-    pub channel: u16,
-    /// Last committed seqno; `None` before the first.
+    pub channel: ChannelId,
+    /// Last committed seqno; `None` before the first (stored as -1).
     pub seqno: Option<Seqno>,
     /// Epoch of that seqno's extraction run.
-    pub epoch: u64,
-    /// Binlog position after that transaction (`file:pos`), empty before
-    /// the first.
-    pub event_id: String,
-    /// Source GTID position after that transaction (MariaDB text form),
-    /// empty when unknown.
-    pub gtid: String,
+    pub epoch: Epoch,
+    /// Binlog position after that transaction (`file:pos`); before the
+    /// first, where a takeover started ([`record_start`]) or `None`
+    /// (stored empty).
+    pub event_id: Option<BinlogPosition>,
+    /// Source GTID position after that transaction; empty when unknown.
+    pub gtid: GtidPos,
     /// Shard of that transaction.
     pub shard_id: String,
+}
+
+impl RestartRow {
+    /// The row of `channel` before anything was recorded.
+    pub fn empty(channel: ChannelId) -> RestartRow {
+        RestartRow {
+            channel,
+            seqno: None,
+            epoch: Epoch(0),
+            event_id: None,
+            gtid: GtidPos::new(),
+            shard_id: String::new(),
+        }
+    }
+
+    /// The stored text of `event_id` (empty for `None`).
+    pub fn event_id_text(&self) -> String {
+        self.event_id
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string)
+    }
 }
 
 /// The `ddl_seqno` of channel `channel` when it is ahead of the channel's
@@ -53,10 +75,10 @@ pub struct RestartRow {
 pub async fn pending_ddl(
     conn: &mut Conn,
     catalog: &str,
-    channel: u16,
+    channel: ChannelId,
 ) -> Result<Option<Seqno>, RestartError> {
     let row: Option<(i64, i64)> = conn
-        .exec_first(catalog::restart_select_ddl(catalog), (channel,))
+        .exec_first(catalog::restart_select_ddl(catalog), (channel.get(),))
         .await
         .map_err(|source| RestartError::Sql {
             catalog: catalog.to_string(),
@@ -71,18 +93,23 @@ pub async fn pending_ddl(
 /// Parameters of [`catalog::restart_update`] for `row`, committed at
 /// master time `extract_time` (Unix seconds).
 pub fn update_params(row: &RestartRow, extract_time: u32) -> Params {
-    let seqno = row.seqno.map_or(-1, |s| s.get() as i64);
+    let seqno = stored_seqno(row.seqno);
     Params::Positional(vec![
         Param::Int(seqno),
-        Param::UInt(row.epoch),
-        Param::Bytes(row.event_id.as_bytes().to_vec()),
-        Param::Bytes(row.gtid.as_bytes().to_vec()),
+        Param::UInt(row.epoch.get()),
+        Param::Bytes(row.event_id_text().into_bytes()),
+        Param::Bytes(row.gtid.to_string().into_bytes()),
         Param::Bytes(row.shard_id.as_bytes().to_vec()),
         Param::UInt(u64::from(extract_time)),
         Param::UInt(u64::from(extract_time)),
-        Param::UInt(u64::from(row.channel)),
+        Param::UInt(u64::from(row.channel.get())),
         Param::Int(seqno),
     ])
+}
+
+/// The stored form of a restart row's seqno: -1 for `None`.
+fn stored_seqno(seqno: Option<Seqno>) -> i64 {
+    seqno.map_or(-1, |s| s.get() as i64)
 }
 
 /// Errors of the restart table.
@@ -113,6 +140,26 @@ pub enum RestartError {
         configured: u16,
         /// The stored seqnos, comma separated.
         seqnos: String,
+    },
+    /// A stored value is not what the column holds.
+    #[error(
+        "restart row of channel {channel} ({catalog}.{RESTART_TABLE}): {column} {text:?} is not \
+         {expected}: {source}"
+    )]
+    Malformed {
+        /// Catalog schema.
+        catalog: String,
+        /// The row's channel.
+        channel: u16,
+        /// The column (`event_id`, `gtid`).
+        column: &'static str,
+        /// The stored text.
+        text: String,
+        /// What the column holds (`a binlog position`, ...).
+        expected: &'static str,
+        /// Why it is not.
+        #[source]
+        source: Box<PositionError>,
     },
 }
 
@@ -153,19 +200,15 @@ pub async fn prepare(
                 configured: channels,
                 seqnos: rows
                     .iter()
-                    .map(|r| r.seqno.map_or("-1".to_string(), |s| s.to_string()))
+                    .map(|r| stored_seqno(r.seqno).to_string())
                     .collect::<Vec<_>>()
                     .join(","),
             });
         }
-        let template = rows.first().cloned().unwrap_or(RestartRow {
-            channel: 0,
-            seqno: None,
-            epoch: 0,
-            event_id: String::new(),
-            gtid: String::new(),
-            shard_id: String::new(),
-        });
+        let template = rows
+            .first()
+            .cloned()
+            .unwrap_or_else(|| RestartRow::empty(ChannelId::FIRST));
         conn.query_drop("START TRANSACTION")
             .await
             .map_err(sql_err)?;
@@ -177,10 +220,10 @@ pub async fn prepare(
                 catalog::restart_insert(catalog),
                 (
                     channel.get(),
-                    template.seqno.map_or(-1, |s| s.get() as i64),
-                    template.epoch,
-                    template.event_id.clone(),
-                    template.gtid.clone(),
+                    stored_seqno(template.seqno),
+                    template.epoch.get(),
+                    template.event_id_text(),
+                    template.gtid.to_string(),
                     template.shard_id.clone(),
                 ),
             )
@@ -196,10 +239,14 @@ pub async fn prepare(
     Ok(rows)
 }
 
-/// Every restart row, by channel.
+/// Every restart row, by channel, parsed: this is where the stored text
+/// of a restart row becomes typed, and nowhere else.
 ///
 /// # Errors
-/// [`RestartError::Sql`].
+/// [`RestartError::Sql`]; [`RestartError::Malformed`] for an `event_id`
+/// that is neither empty nor a binlog position, or a `gtid` that is not a
+/// MariaDB GTID position (empty is the empty position), naming the channel
+/// and the text.
 pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, RestartError> {
     let rows: Vec<(u16, i64, u64, String, String, String)> = conn
         .query(catalog::restart_select(catalog))
@@ -208,19 +255,40 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
             catalog: catalog.to_string(),
             source,
         })?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(channel, seqno, epoch, event_id, gtid, shard_id)| RestartRow {
+    rows.into_iter()
+        .map(|(channel, seqno, epoch, event_id, gtid, shard_id)| {
+            let malformed = |column, text: String, expected, source| RestartError::Malformed {
+                catalog: catalog.to_string(),
                 channel,
+                column,
+                text,
+                expected,
+                source: Box::new(source),
+            };
+            let event_id = if event_id.is_empty() {
+                None
+            } else {
+                match event_id.parse::<BinlogPosition>() {
+                    Ok(position) => Some(position),
+                    Err(e) => return Err(malformed("event_id", event_id, "a binlog position", e)),
+                }
+            };
+            let gtid = match gtid.parse::<GtidPos>() {
+                Ok(pos) => pos,
+                Err(e) => {
+                    return Err(malformed("gtid", gtid, "a MariaDB GTID position", e));
+                }
+            };
+            Ok(RestartRow {
+                channel: ChannelId::recorded(channel),
                 seqno: u64::try_from(seqno).ok().map(Seqno),
-                epoch,
+                epoch: Epoch(epoch),
                 event_id,
                 gtid,
                 shard_id,
-            },
-        )
-        .collect())
+            })
+        })
+        .collect()
 }
 
 /// Records where a takeover started on the rows of channels that have
@@ -235,8 +303,8 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
 pub async fn record_start(
     conn: &mut Conn,
     catalog: &str,
-    event_id: &str,
-    gtid: &str,
+    event_id: &BinlogPosition,
+    gtid: &GtidPos,
 ) -> Result<(), RestartError> {
     let sql_err = |source| RestartError::Sql {
         catalog: catalog.to_string(),
@@ -245,9 +313,12 @@ pub async fn record_start(
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
         .map_err(sql_err)?;
-    conn.exec_drop(catalog::restart_record_start(catalog), (event_id, gtid))
-        .await
-        .map_err(sql_err)?;
+    conn.exec_drop(
+        catalog::restart_record_start(catalog),
+        (event_id.to_string(), gtid.to_string()),
+    )
+    .await
+    .map_err(sql_err)?;
     conn.query_drop("SET SESSION sql_log_bin = DEFAULT")
         .await
         .map_err(sql_err)
@@ -260,17 +331,20 @@ mod tests {
     #[test]
     fn update_params_in_order() {
         let row = RestartRow {
-            channel: 3,
+            channel: ChannelId::recorded(3),
             seqno: Some(Seqno(42)),
-            epoch: 7,
-            event_id: "mariadb-bin.000002:1234".into(),
-            gtid: "0-1-99".into(),
+            epoch: Epoch(7),
+            event_id: Some("mariadb-bin.000002:1234".parse().unwrap()),
+            gtid: "0-1-99".parse().unwrap(),
             shard_id: "sb01".into(),
         };
         let Params::Positional(p) = update_params(&row, 1_700_000_000) else {
             panic!("positional")
         };
         assert_eq!(p[0], Param::Int(42));
+        assert_eq!(p[1], Param::UInt(7));
+        assert_eq!(p[2], Param::Bytes(b"mariadb-bin.000002:1234".to_vec()));
+        assert_eq!(p[3], Param::Bytes(b"0-1-99".to_vec()));
         assert_eq!(p[7], Param::UInt(3));
         assert_eq!(p[8], Param::Int(42));
         assert_eq!(p.len(), 9);

@@ -99,7 +99,7 @@ pub fn queue(info: &QueueInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::applier::channel::ShardApplied;
+    use crate::applier::work::ShardApplied;
     use crate::config::Role;
     use crate::position::ChannelId;
     use crate::replicator::state::{PendingError, State};

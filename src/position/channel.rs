@@ -46,6 +46,16 @@ impl ChannelId {
         ChannelId::new(n as u16, channel_count)
     }
 
+    /// Channel 0, which every configuration has (at least one channel).
+    pub const FIRST: ChannelId = ChannelId(0);
+
+    /// Channel `n` as it was recorded (a restart row's `channel` column),
+    /// not checked against a channel count: the count may have changed
+    /// since (as with deserializing).
+    pub const fn recorded(n: u16) -> Self {
+        ChannelId(n)
+    }
+
     /// All channels `0..channel_count`, in order.
     pub fn all(channel_count: u16) -> impl Iterator<Item = ChannelId> {
         (0..channel_count).map(ChannelId)

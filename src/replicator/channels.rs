@@ -6,8 +6,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::applier::channel::{self, ApplyError, ChannelSettings, Progress, Work};
+use crate::applier::channel::{self, ChannelSettings};
+use crate::applier::error::ApplyError;
+use crate::applier::progress::Progress;
 use crate::applier::restart::RestartRow;
+use crate::applier::work::Work;
 use crate::config::Config;
 use crate::position::ChannelId;
 
@@ -19,7 +22,7 @@ pub(super) struct Channels {
     pub progress: Arc<Progress>,
     /// The scheduler's end of each channel's input.
     pub senders: Vec<crossbeam_channel::Sender<Work>>,
-    handles: Vec<JoinHandle<Result<(), ApplyError>>>,
+    handles: Vec<JoinHandle<Result<(), Box<ApplyError>>>>,
 }
 
 impl Channels {

@@ -1,7 +1,7 @@
 //! A run's errors ([`RunError`], [`ExtractFailure`]) and which one wins
 //! when several parts of a run fail ([`Ended::first_error`]).
 
-use crate::applier::channel::ApplyError;
+use crate::applier::error::ApplyError;
 use crate::applier::restart;
 use crate::config::Config;
 use crate::scheduler::{self, SchedulerError};
@@ -154,10 +154,12 @@ impl Ended {
     /// That error; `Ok` when every part ended cleanly.
     pub fn first_error(self, config: &Config) -> Result<(), RunError> {
         if let Some(error) = self.channel_error {
-            return Err(RunError::Apply(SchedulerError::Apply(error)));
+            return Err(RunError::Apply(SchedulerError::Apply(Box::new(error))));
         }
         if let Some(index) = self.panicked {
-            return Err(RunError::Apply(SchedulerError::ChannelGone(index)));
+            return Err(RunError::Apply(SchedulerError::ChannelGone(
+                crate::position::ChannelId::recorded(index as u16),
+            )));
         }
         if let Some(running) = self.native_running {
             return Err(native_replication_error(

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use super::extract::ExtractorThread;
 use super::native::NativeCheck;
 use super::purge::Purger;
-use crate::applier::channel::Progress;
-use crate::event::Transaction;
+use crate::applier::progress::Progress;
 use crate::position::Seqno;
 use crate::queue::{QueueError, QueueReader, TransactionQueue};
+use crate::scheduler::Queued;
 
 /// The longest the feed waits for the queue before it looks at the stop
 /// requests, native replication and the extractor again: how promptly a
@@ -93,7 +93,7 @@ impl<'a, 'n> Feed<'a, 'n> {
     }
 
     /// Stops the scheduler: nothing more is handed over.
-    fn stop_scheduler(&self) -> Result<Option<(Transaction, u64, String)>, String> {
+    fn stop_scheduler(&self) -> Result<Option<Queued>, String> {
         self.stops.scheduler_stop.store(true, Ordering::Release);
         Ok(None)
     }
@@ -105,10 +105,7 @@ impl<'a, 'n> Feed<'a, 'n> {
     ///
     /// # Errors
     /// The queue's read error as text ([`Feed::finish`] gives its seqno).
-    pub fn next(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<Option<(Transaction, u64, String)>, String> {
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<Queued>, String> {
         let deadline = Instant::now() + timeout;
         loop {
             if self.stop_before(self.reader.next_seqno()) {
@@ -136,7 +133,11 @@ impl<'a, 'n> Feed<'a, 'n> {
                     return self.stop_scheduler();
                 }
                 self.purger.dispatched(self.queue, self.progress);
-                return Ok(Some((txn, p.epoch.get(), p.gtid_position.to_string())));
+                return Ok(Some(Queued {
+                    txn,
+                    epoch: p.epoch,
+                    gtid_position: p.gtid_position,
+                }));
             }
             if self.stops.extractor.failed() {
                 // Everything extracted is dispatched: stop the channels

@@ -1,7 +1,7 @@
 //! Purging the queue of what every channel has committed, from the feed
 //! every [`PURGE_EVERY`] dispatched transactions.
 
-use crate::applier::channel::Progress;
+use crate::applier::progress::Progress;
 use crate::queue::TransactionQueue;
 
 /// Transactions handed to the scheduler between two purges.

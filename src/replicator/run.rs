@@ -12,7 +12,7 @@ use super::extract::ExtractorThread;
 use super::feed::{Feed, FeedStops};
 use super::native::NativeCheck;
 use super::{extract_only, setup, takeover, RunError};
-use crate::applier::channel::Progress;
+use crate::applier::progress::Progress;
 use crate::applier::restart::RestartRow;
 use crate::config::Config;
 use crate::queue::{QueueOptions, TransactionQueue};

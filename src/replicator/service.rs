@@ -30,14 +30,14 @@ use std::time::Instant;
 
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
-use crate::applier::channel::Progress;
+use crate::applier::progress::Progress;
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::catalog;
 use crate::config::{Config, Role};
 use crate::event::Transaction;
 use crate::mysql::QueryNoLog;
-use crate::position::{BinlogPosition, GtidPos, Seqno};
+use crate::position::{BinlogPosition, ChannelId, GtidPos, Seqno};
 use crate::queue::{QueueInfo, QueueOptions, TransactionQueue};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::map::{ShardEntry, ShardMap};
@@ -620,18 +620,18 @@ fn pending_error(error: &RunError) -> PendingError {
             let mut p = PendingError::new(format!(
                 "channel {} failed at seqno {} (event {}, shard {}): {}{}",
                 e.channel,
-                e.seqno,
-                e.event_id,
+                e.seqno_number(),
+                e.event_text(),
                 e.shard,
-                crate::applier::channel::ServerCode(e.code),
+                crate::applier::error::ServerCode(e.code),
                 e.message
             ))
             .with_exception_message(&e.sql);
             p.code = (e.code != 0).then_some(u32::from(e.code));
-            p.seqno = Some(e.seqno);
-            p.event_id = Some(e.event_id.clone());
+            p.seqno = Some(e.seqno_number());
+            p.event_id = Some(e.event_text());
             p.shard = Some(e.shard.clone());
-            p.channel = Some(e.channel);
+            p.channel = Some(e.channel.get());
             p
         }
         RunError::Apply(SchedulerError::Rejected {
@@ -643,7 +643,7 @@ fn pending_error(error: &RunError) -> PendingError {
             let mut p = PendingError::new(message.clone());
             p.seqno = Some(seqno.get());
             p.shard = Some(shard.clone());
-            p.event_id = Some(event_id.clone());
+            p.event_id = Some(event_id.to_string());
             p
         }
         RunError::QueueRead { seqno, .. } => {
@@ -676,7 +676,7 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<Seqno>, Option<String>) {
         return (None, None);
     }
     let lowest = lowest.expect("checked");
-    (lowest.seqno, Some(lowest.event_id.clone()))
+    (lowest.seqno, Some(lowest.event_id_text()))
 }
 
 /// The DBA's requests besides `online` and `offline`: status views, the
@@ -741,7 +741,7 @@ impl Service {
                     .find(|(m, _)| Some(m.seqno) == applied);
                 match marker {
                     Some((m, latency)) => {
-                        status.applied_last_event_id = Some(m.event_id.clone());
+                        status.applied_last_event_id = Some(m.event_id.to_string());
                         status.applied_latency = Some(*latency);
                     }
                     None => {
@@ -749,7 +749,7 @@ impl Service {
                             .last_rows
                             .iter()
                             .find(|r| applied.is_some() && r.seqno == applied)
-                            .map(|r| r.event_id.clone());
+                            .map(RestartRow::event_id_text);
                     }
                 }
                 let newest = markers
@@ -786,13 +786,13 @@ impl Service {
         };
         let mut out = Vec::new();
         for c in 0..self.config.apply.channels {
-            let row = inner.last_rows.iter().find(|r| r.channel == c);
+            let row = inner.last_rows.iter().find(|r| r.channel.get() == c);
             let live = progress.as_ref().and_then(|p| p.marker(usize::from(c)));
             out.push(match live {
                 Some((m, latency)) => ChannelSnapshot {
                     channel: c,
                     applied_last_seqno: Some(m.seqno),
-                    applied_last_event_id: Some(m.event_id.clone()),
+                    applied_last_event_id: Some(m.event_id.to_string()),
                     applied_latency: Some(latency),
                     applied_count: applied_count(c),
                     shard_id: Some(m.shard_id.clone()),
@@ -800,7 +800,7 @@ impl Service {
                 None => ChannelSnapshot {
                     channel: c,
                     applied_last_seqno: row.and_then(|r| r.seqno),
-                    applied_last_event_id: row.map(|r| r.event_id.clone()),
+                    applied_last_event_id: row.map(RestartRow::event_id_text),
                     applied_latency: None,
                     applied_count: applied_count(c),
                     shard_id: row.map(|r| r.shard_id.clone()),
@@ -1164,15 +1164,8 @@ fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) 
         let Some((m, _)) = progress.marker(usize::from(channel)) else {
             continue;
         };
-        let row = RestartRow {
-            channel,
-            seqno: Some(m.seqno),
-            epoch: m.epoch,
-            event_id: m.event_id.clone(),
-            gtid: m.gtid.clone(),
-            shard_id: m.shard_id.clone(),
-        };
-        match rows.iter_mut().find(|r| r.channel == channel) {
+        let row = m.row(ChannelId::recorded(channel));
+        match rows.iter_mut().find(|r| r.channel == row.channel) {
             Some(r) if r.seqno < row.seqno => *r = row,
             Some(_) => {}
             None => rows.push(row),
@@ -1213,22 +1206,14 @@ fn handback_position(
             seqnos.join(",")
         )));
     }
-    if first.event_id.is_empty() {
+    let Some(position) = first.event_id else {
         return Err(ServiceError::illegal_state(format!(
             "nothing to hand back: no channel applied anything and no takeover position is \
              recorded (the service started at source.start), so native replication is still \
              where it was; `shardrepctl reset --confirm {name}` forgets this service"
         )));
-    }
-    let position: BinlogPosition = first
-        .event_id
-        .parse()
-        .map_err(|e| failed(format!("restart row event_id {:?}: {e}", first.event_id)))?;
-    let gtid: Option<GtidPos> = if first.gtid.is_empty() {
-        None
-    } else {
-        first.gtid.parse().ok()
     };
+    let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
 }
 
@@ -1276,7 +1261,7 @@ fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
             ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
              --skip-seqno {}` if that transaction must never be applied (recorded, never \
              applied later); or {reset}",
-            e.seqno
+            e.seqno_number()
         ),
         RunError::Apply(SchedulerError::Rejected { seqno, .. }) => format!(
             ". Way out: map the shard (`shardrepctl shard insert`), then `shardrepctl online`; \

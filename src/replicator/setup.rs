@@ -126,8 +126,12 @@ pub(super) fn refuse_lost_queue(
          was lost or belongs to another service, and seqnos cannot be rebuilt. {}",
         config.queue.dir.display(),
         crate::catalog::RESTART_TABLE,
-        row.event_id,
-        if row.gtid.is_empty() { "-" } else { &row.gtid },
+        row.event_id_text(),
+        if row.gtid.is_empty() {
+            "-".to_string()
+        } else {
+            row.gtid.to_string()
+        },
         if all_equal {
             "Every channel is at that seqno: `shardrepctl offline` (acknowledges this \
              error), `shardrepctl handback` (hands the replica back to native replication \

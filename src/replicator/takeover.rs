@@ -50,7 +50,7 @@ pub(super) fn first_start(
     // handback with nothing applied goes back there.
     runtime.block_on(async {
         let mut conn = connect_replica(config).await?;
-        restart::record_start(&mut conn, catalog, &start.to_string(), &gtid.to_string()).await?;
+        restart::record_start(&mut conn, catalog, &start, &gtid).await?;
         let _ = conn.disconnect().await;
         Ok::<_, RunError>(())
     })?;

@@ -34,6 +34,7 @@ use std::fmt;
 use mysql_async::prelude::Queryable;
 
 use super::channel::{AssignedBy, ChannelAssignment};
+use super::statement::leading_verb;
 use crate::event::{Change, Transaction, UNKNOWN_SHARD};
 use crate::position::ChannelId;
 
@@ -352,9 +353,9 @@ impl ForeignKeyRouting {
 
 /// Whether `txn`, once applied, may change which shards foreign keys join,
 /// so the scheduler applies it alone and reads the groups again after it
-/// (module doc). True when it holds a statement that is not DML
-/// (anything but INSERT, UPDATE, DELETE, REPLACE and transaction control)
-/// and either
+/// (module doc). True when it holds a statement that may define something
+/// (anything but INSERT, UPDATE, DELETE, REPLACE and transaction control:
+/// [`crate::shard::statement::Verb::defines_nothing`]) and either
 /// - its text names `REFERENCES`, `FOREIGN` or `RENAME` (ASCII
 ///   case-insensitive, comments included): it may add a foreign key or
 ///   move a table with its keys to another schema; or
@@ -368,39 +369,11 @@ impl ForeignKeyRouting {
 pub fn may_change_foreign_keys(txn: &Transaction, groups: &ForeignKeyGroups) -> bool {
     let grouped = txn.shard == UNKNOWN_SHARD || groups.group_of(&txn.shard).is_some();
     txn.changes.iter().any(|c| match c {
-        Change::Statement(s) if !is_dml(&s.sql) => {
+        Change::Statement(s) if !leading_verb(&s.sql).defines_nothing() => {
             grouped || names_any(&s.sql, &[b"REFERENCES", b"FOREIGN", b"RENAME"])
         }
         _ => false,
     })
-}
-
-/// Whether the statement's first word is INSERT, UPDATE, DELETE, REPLACE
-/// or transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE,
-/// XA): statements that change no table definition.
-fn is_dml(sql: &[u8]) -> bool {
-    let start = sql
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(sql.len());
-    let word: Vec<u8> = sql[start..]
-        .iter()
-        .take_while(|b| b.is_ascii_alphabetic())
-        .map(u8::to_ascii_uppercase)
-        .collect();
-    matches!(
-        word.as_slice(),
-        b"INSERT"
-            | b"UPDATE"
-            | b"DELETE"
-            | b"REPLACE"
-            | b"BEGIN"
-            | b"COMMIT"
-            | b"ROLLBACK"
-            | b"SAVEPOINT"
-            | b"RELEASE"
-            | b"XA"
-    )
 }
 
 /// Whether `sql` contains one of `words` (upper-case ASCII), ignoring

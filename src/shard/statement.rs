@@ -45,6 +45,12 @@
 //!    (`WHERE x IN (SELECT ...)`, `SET v = (SELECT ...)`). A name that is
 //!    not valid UTF-8 (the SQL is read lossily) also gives `None`.
 //!
+//! [`leading_verb`] reads only a statement's first word, cheaply, for the
+//! one decision of "is this DDL" that the channel (does it commit
+//! implicitly) and the foreign-key routing (may it define something)
+//! share; [`names_its_database`] tells the channel that a statement names
+//! its own database.
+//!
 //! Names are compared exactly, as MariaDB does on Linux
 //! (`lower_case_table_names=0`); backquoted names are unquoted (a doubled
 //! backquote is one backquote).
@@ -149,6 +155,128 @@ pub fn is_transaction_control(sql: &[u8]) -> bool {
     }
 }
 
+/// The first word of a logged statement, for the decisions that need only
+/// that, per transaction and so cheaply (no parse): whether it commits
+/// implicitly ([`Verb::commits_implicitly`], the channel) and whether it
+/// may change a table definition ([`Verb::defines_nothing`], the foreign-key
+/// routing). See [`leading_verb`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// `INSERT`.
+    Insert,
+    /// `UPDATE`.
+    Update,
+    /// `DELETE`.
+    Delete,
+    /// `REPLACE`.
+    Replace,
+    /// `BEGIN`.
+    Begin,
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `SAVEPOINT`.
+    Savepoint,
+    /// `RELEASE` (`RELEASE SAVEPOINT`).
+    Release,
+    /// `XA`.
+    Xa,
+    /// Anything else: another first word (`CREATE`, `SET`, `CALL`, …), a
+    /// comment or a quote first, or no word within the first
+    /// [`VERB_WINDOW`] bytes.
+    Other,
+}
+
+/// How many bytes of a statement [`leading_verb`] reads.
+pub const VERB_WINDOW: usize = 64;
+
+/// The first word of `sql`: after ASCII whitespace (space, tab, CR, LF,
+/// form feed), the run of ASCII letters, in any case. The whitespace and
+/// the word must end within the first [`VERB_WINDOW`] bytes (the byte
+/// after them is read to see the word ends), else [`Verb::Other`]. A
+/// comment or any other character first gives [`Verb::Other`]: binlogged
+/// statements start with their keyword, and `Other` is the conservative
+/// answer for both uses (the transaction runs alone; the foreign keys are
+/// read again).
+pub fn leading_verb(sql: &[u8]) -> Verb {
+    let start = sql
+        .iter()
+        .take(VERB_WINDOW)
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(VERB_WINDOW);
+    let end = sql[start.min(sql.len())..]
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .map_or(sql.len(), |n| start + n);
+    if end > VERB_WINDOW {
+        return Verb::Other;
+    }
+    let word = &sql[start.min(end)..end];
+    const VERBS: [(&[u8], Verb); 10] = [
+        (b"INSERT", Verb::Insert),
+        (b"UPDATE", Verb::Update),
+        (b"DELETE", Verb::Delete),
+        (b"REPLACE", Verb::Replace),
+        (b"BEGIN", Verb::Begin),
+        (b"COMMIT", Verb::Commit),
+        (b"ROLLBACK", Verb::Rollback),
+        (b"SAVEPOINT", Verb::Savepoint),
+        (b"RELEASE", Verb::Release),
+        (b"XA", Verb::Xa),
+    ];
+    VERBS
+        .iter()
+        .find(|(name, _)| word.eq_ignore_ascii_case(name))
+        .map_or(Verb::Other, |(_, verb)| *verb)
+}
+
+impl Verb {
+    /// Whether a statement with this verb commits the open transaction
+    /// implicitly, as far as a channel is concerned: anything but `INSERT`,
+    /// `UPDATE`, `DELETE`, `REPLACE`, `ROLLBACK`, `SAVEPOINT` and `XA`.
+    /// The channel runs a transaction holding one alone, after marking it
+    /// started (`BEGIN`, `COMMIT` and `RELEASE` count: they are not
+    /// expected inside a logged transaction's statements, and alone is
+    /// always safe).
+    pub fn commits_implicitly(self) -> bool {
+        !matches!(
+            self,
+            Verb::Insert
+                | Verb::Update
+                | Verb::Delete
+                | Verb::Replace
+                | Verb::Rollback
+                | Verb::Savepoint
+                | Verb::Xa
+        )
+    }
+
+    /// Whether a statement with this verb changes no table definition:
+    /// DML (`INSERT`, `UPDATE`, `DELETE`, `REPLACE`) and transaction
+    /// control (`BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT`, `RELEASE`,
+    /// `XA`).
+    pub fn defines_nothing(self) -> bool {
+        self != Verb::Other
+    }
+}
+
+/// Whether `sql` is `CREATE [OR REPLACE] DATABASE|SCHEMA …` or `DROP
+/// DATABASE|SCHEMA …` (the statement names its database), read from its
+/// first [`VERB_WINDOW`] bytes, words separated by ASCII whitespace, in
+/// any case; comments before the first word are not expected in binlogged
+/// DDL and make this false.
+pub fn names_its_database(sql: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&sql[..sql.len().min(VERB_WINDOW)]).to_ascii_uppercase();
+    let words: Vec<&str> = text.split_ascii_whitespace().take(4).collect();
+    match words.as_slice() {
+        ["CREATE", "OR", "REPLACE", kind, ..] | ["CREATE", kind, ..] | ["DROP", kind, ..] => {
+            matches!(*kind, "DATABASE" | "SCHEMA")
+        }
+        _ => false,
+    }
+}
+
 /// A schema name usable as a shard: not empty, no U+FFFD (from a lossy
 /// read of non-UTF-8 SQL).
 fn valid_name(name: String) -> Option<String> {
@@ -199,7 +327,9 @@ fn alter_database_target(tokens: &[Token], default_schema: Option<&str>) -> Opti
     valid_name(name.value.clone())
 }
 
-/// What kind of statement, for the default-schema rule.
+/// What kind of statement, for the default-schema rule of
+/// [`statement_shard`] only (from the parsed statement; whether a
+/// statement is DDL for applying it is [`leading_verb`]'s answer).
 #[derive(Debug, PartialEq, Eq)]
 enum Kind {
     /// CREATE/DROP DATABASE|SCHEMA x.
@@ -1252,6 +1382,151 @@ mod tests {
             "`ROLLBACK`",
         ] {
             assert!(!is_transaction_control(sql.as_bytes()), "{sql}");
+        }
+    }
+
+    /// The channel's first-word check before the one [`leading_verb`]
+    /// (`applier/channel.rs` `is_dml`): kept here to pin its answers.
+    fn old_channel_is_dml(sql: &[u8]) -> bool {
+        let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
+        let word = text
+            .trim_start()
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        matches!(
+            word.as_str(),
+            "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "ROLLBACK" | "SAVEPOINT" | "XA"
+        )
+    }
+
+    /// The foreign-key routing's first-word check before the one
+    /// [`leading_verb`] (`shard/foreign_keys.rs` `is_dml`).
+    fn old_foreign_keys_is_dml(sql: &[u8]) -> bool {
+        let start = sql
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(sql.len());
+        let word: Vec<u8> = sql[start..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphabetic())
+            .map(u8::to_ascii_uppercase)
+            .collect();
+        matches!(
+            word.as_slice(),
+            b"INSERT"
+                | b"UPDATE"
+                | b"DELETE"
+                | b"REPLACE"
+                | b"BEGIN"
+                | b"COMMIT"
+                | b"ROLLBACK"
+                | b"SAVEPOINT"
+                | b"RELEASE"
+                | b"XA"
+        )
+    }
+
+    // One decision of "is this DDL" for the channel (commits implicitly)
+    // and the foreign-key routing (defines nothing): the answers of both
+    // old checks, pinned for a table of statements.
+    #[test]
+    fn leading_verb_keeps_both_callers_answers() {
+        use Verb::*;
+        let long_ws = format!("{}INSERT INTO t VALUES (1)", " ".repeat(70));
+        let edge_ws = format!("{}INSERT INTO t VALUES (1)", " ".repeat(58));
+        let cases: Vec<(&str, Verb)> = vec![
+            ("INSERT INTO t VALUES (1)", Insert),
+            ("insert into t values (1)", Insert),
+            ("  \n\tUPDATE t SET a = 1", Update),
+            ("DELETE FROM t", Delete),
+            ("Replace INTO t VALUES (1)", Replace),
+            ("REPLACE", Replace),
+            ("BEGIN", Begin),
+            ("COMMIT", Commit),
+            ("ROLLBACK", Rollback),
+            ("ROLLBACK TO SAVEPOINT a", Rollback),
+            ("SAVEPOINT a", Savepoint),
+            ("RELEASE SAVEPOINT a", Release),
+            ("XA START 'x'", Xa),
+            ("xa prepare 'x'", Xa),
+            ("XA COMMIT 'x'", Xa),
+            ("CREATE TABLE t (a INT)", Other),
+            ("CREATE TEMPORARY TABLE tmp (a INT)", Other),
+            ("create database d", Other),
+            ("DROP TABLE t", Other),
+            ("ALTER TABLE t ADD b INT", Other),
+            ("SET @a = 1", Other),
+            ("CALL p()", Other),
+            ("GRANT SELECT ON d.* TO u", Other),
+            ("/* c */ INSERT INTO t VALUES (1)", Other),
+            ("/*!40000 ALTER TABLE t DISABLE KEYS */", Other),
+            ("-- c\nINSERT INTO t VALUES (1)", Other),
+            ("`INSERT`", Other),
+            ("INSERTED", Other),
+            ("INSERT_x", Insert),
+            ("", Other),
+            ("   ", Other),
+            (edge_ws.as_str(), Insert),
+        ];
+        for (sql, verb) in &cases {
+            let bytes = sql.as_bytes();
+            assert_eq!(leading_verb(bytes), *verb, "{sql:?}");
+            assert_eq!(
+                !verb.commits_implicitly(),
+                old_channel_is_dml(bytes),
+                "channel: {sql:?}"
+            );
+            assert_eq!(
+                verb.defines_nothing(),
+                old_foreign_keys_is_dml(bytes),
+                "foreign keys: {sql:?}"
+            );
+        }
+        // Where the two old checks disagreed, each caller keeps its answer:
+        // BEGIN, COMMIT and RELEASE commit implicitly for the channel (run
+        // alone) and define nothing for the foreign-key routing.
+        for verb in [Begin, Commit, Release] {
+            assert!(
+                verb.commits_implicitly() && verb.defines_nothing(),
+                "{verb:?}"
+            );
+        }
+        // The only inputs whose answer moved, both to the conservative side:
+        // a first word past the 64-byte window (the foreign-key check read
+        // any length of whitespace) and a first word after whitespace other
+        // than ASCII space, tab, CR, LF, form feed (the channel trimmed any
+        // Unicode whitespace).
+        assert!(old_foreign_keys_is_dml(long_ws.as_bytes()));
+        assert_eq!(leading_verb(long_ws.as_bytes()), Other);
+        let vertical_tab = "\x0bINSERT INTO t VALUES (1)";
+        assert!(old_channel_is_dml(vertical_tab.as_bytes()));
+        assert_eq!(leading_verb(vertical_tab.as_bytes()), Other);
+        let no_break_space = "\u{a0}INSERT INTO t VALUES (1)";
+        assert!(old_channel_is_dml(no_break_space.as_bytes()));
+        assert_eq!(leading_verb(no_break_space.as_bytes()), Other);
+        // Not UTF-8 after the word: read as bytes.
+        assert_eq!(leading_verb(b"DELETE \xff\xfe"), Delete);
+    }
+
+    #[test]
+    fn database_ddl_is_recognised() {
+        for sql in [
+            "CREATE DATABASE a",
+            "create schema if not exists a",
+            "CREATE OR REPLACE DATABASE a",
+            "DROP DATABASE a",
+            "DROP SCHEMA IF EXISTS `a`",
+        ] {
+            assert!(names_its_database(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "CREATE TABLE a (x INT)",
+            "ALTER DATABASE a CHARACTER SET utf8mb4",
+            "DROP TABLE a",
+        ] {
+            assert!(!names_its_database(sql.as_bytes()), "{sql}");
         }
     }
 }

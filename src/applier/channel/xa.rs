@@ -39,12 +39,13 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
-use super::{elide, ApplyError, Channel, Marker};
+use super::{Attempt, Channel};
+use crate::applier::error::{elide, ApplyError};
+use crate::applier::work::Marker;
 use crate::event::{Change, Transaction};
 use crate::mysql::error_codes::{ER_XAER_DUPID, ER_XAER_NOTA};
+use crate::position::Epoch;
 use crate::xa::{is_xa_sql, XaRole, Xid};
-
-type Attempt = Result<(), (ApplyError, Option<mysql_async::Error>)>;
 
 /// Whether `XA RECOVER` on `conn` lists `xid` (prepared on the replica).
 ///
@@ -67,7 +68,7 @@ impl Channel {
     pub(super) async fn try_xa(
         &mut self,
         txn: &Transaction,
-        epoch: u64,
+        epoch: Epoch,
         role: &XaRole,
         marker: &Marker,
     ) -> Attempt {
@@ -164,7 +165,7 @@ impl Channel {
     /// `XA START`, the changes, `XA END`, `XA PREPARE` on a new connection
     /// set up as the channel's, which then disconnects (leaving the
     /// transaction prepared, or rolling back one that is not).
-    async fn prepare_alone(&mut self, txn: &Transaction, epoch: u64, xid: &Xid) -> Attempt {
+    async fn prepare_alone(&mut self, txn: &Transaction, epoch: Epoch, xid: &Xid) -> Attempt {
         let at = Some((txn, epoch));
         let xa_conn = Conn::new(self.settings.opts.clone())
             .await
@@ -192,21 +193,13 @@ impl Channel {
 
     /// Moves the restart row to `marker` in a transaction of its own (not
     /// binlogged: it carries no data).
-    async fn record_alone(&mut self, txn: &Transaction, epoch: u64, marker: &Marker) -> Attempt {
+    async fn record_alone(&mut self, txn: &Transaction, epoch: Epoch, marker: &Marker) -> Attempt {
         let at = Some((txn, epoch));
-        let row = marker.row(self.settings.channel.get());
+        let row = marker.row(self.settings.channel);
         self.write_row_alone(&row, txn.commit_timestamp, at).await
     }
 
     fn definite(&self, txn: &Transaction, sql: &str, code: u16, message: &str) -> ApplyError {
-        ApplyError {
-            channel: self.settings.channel.get(),
-            seqno: txn.seqno.get(),
-            event_id: txn.end_position.to_string(),
-            shard: txn.shard.clone(),
-            sql: elide(sql),
-            code,
-            message: message.to_string(),
-        }
+        self.plain_error(txn, elide(sql), code, message.to_string())
     }
 }

@@ -6,7 +6,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::applier::channel::ShardApplied;
+use crate::applier::work::ShardApplied;
 use crate::config::Role;
 use crate::position::{ChannelId, Seqno};
 use crate::replica::HandbackPoint;

@@ -4,16 +4,14 @@ use super::*;
 
 fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
     RestartRow {
-        channel,
         seqno: seqno.map(Seqno),
-        epoch: 0,
-        event_id: event_id.into(),
+        event_id: (!event_id.is_empty()).then(|| event_id.parse().unwrap()),
         gtid: if event_id.is_empty() {
-            String::new()
+            GtidPos::new()
         } else {
-            "0-1-7".into()
+            "0-1-7".parse().unwrap()
         },
-        shard_id: String::new(),
+        ..RestartRow::empty(ChannelId::recorded(channel))
     }
 }
 
@@ -81,17 +79,17 @@ fn every_error_of_the_source_names_a_way_out() {
 }
 
 fn apply_error(code: u16, message: &str) -> RunError {
-    RunError::Apply(crate::scheduler::SchedulerError::Apply(
-        crate::applier::channel::ApplyError {
-            channel: 1,
-            seqno: 7,
-            event_id: "mariadb-bin.000002:610".into(),
+    RunError::Apply(crate::scheduler::SchedulerError::Apply(Box::new(
+        crate::applier::error::ApplyError {
+            channel: ChannelId::recorded(1),
+            seqno: Some(Seqno(7)),
+            event_id: Some("mariadb-bin.000002:610".parse().unwrap()),
             shard: "s".into(),
             sql: "INSERT".into(),
             code,
             message: message.into(),
         },
-    ))
+    )))
 }
 
 #[test]

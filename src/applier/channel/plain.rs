@@ -1,0 +1,239 @@
+//! The statement-at-a-time path: each row change as prepared statements
+//! with bound parameters, each logged statement with its session context.
+
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Params;
+
+use super::{Attempt, Channel};
+use crate::applier::error::{divergence_message, elide, ApplyError};
+use crate::applier::session::{self, session_setup};
+use crate::applier::sql::{PlannedStatement, TableShape};
+use crate::applier::table::ReplicaTable;
+use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
+use crate::mysql::quote_ident;
+use crate::position::Epoch;
+use crate::shard::statement::{leading_verb, names_its_database};
+use crate::shard::temp_tables::TempTables;
+
+impl Channel {
+    /// The replica table of `info` (cached), for transaction `txn`.
+    pub(super) async fn replica_table(
+        &mut self,
+        txn: &Transaction,
+        epoch: Epoch,
+        info: &TableInfo,
+    ) -> Result<Arc<ReplicaTable>, (ApplyError, Option<mysql_async::Error>)> {
+        match self.tables.lookup(&mut self.conn, info).await {
+            Ok(table) => Ok(table),
+            Err(e) => Err((
+                self.error_at(Some((txn, epoch)), "SELECT … FROM information_schema", &e),
+                Some(e),
+            )),
+        }
+    }
+
+    /// Plans the statements of one rows change into `planned` (cleared
+    /// first): the part both paths share. The error is the SQL builder's
+    /// message ([`Channel::unplanned`] names the transaction).
+    pub(super) fn plan(
+        &mut self,
+        rows: &RowsChange,
+        columns: &[ColumnInfo],
+        table: &ReplicaTable,
+        planned: &mut Vec<PlannedStatement>,
+    ) -> Result<(), String> {
+        planned.clear();
+        self.builder.plan(rows, columns, &table.shape, planned)
+    }
+
+    /// The error of a rows change of `txn` that could not be planned or
+    /// written as SQL (`message`).
+    pub(super) fn unplanned(
+        &self,
+        txn: &Transaction,
+        message: String,
+    ) -> (ApplyError, Option<mysql_async::Error>) {
+        (self.plain_error(txn, String::new(), 0, message), None)
+    }
+
+    /// Applies `txn` statement by statement, inside the block's open
+    /// transaction.
+    pub(super) async fn apply_txn(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
+        let mut planned = Vec::new();
+        for change in &txn.changes {
+            match change {
+                Change::Annotation(_) => {}
+                Change::Statement(statement) => {
+                    if statement.sql.eq_ignore_ascii_case(b"ROLLBACK") {
+                        // The master rolled back the transactional part.
+                        self.exec_text("ROLLBACK", Some((txn, epoch))).await?;
+                        self.exec_text("START TRANSACTION", Some((txn, epoch)))
+                            .await?;
+                        continue;
+                    }
+                    self.apply_statement(txn, epoch, statement).await?;
+                }
+                Change::Rows(rows) => {
+                    let info = txn.table_of(rows);
+                    if crate::shard::is_catalog_table(&info.schema, &info.table) {
+                        // Another service's restart row, binlogged with
+                        // the data it applied to its replica.
+                        continue;
+                    }
+                    let table = self.replica_table(txn, epoch, info).await?;
+                    let fk_off = rows.foreign_key_checks_off();
+                    if fk_off {
+                        self.exec_text("SET foreign_key_checks = 0", Some((txn, epoch)))
+                            .await?;
+                    }
+                    let columns = table.complete_columns(&info.columns);
+                    self.plan(rows, &columns, &table, &mut planned)
+                        .map_err(|m| self.unplanned(txn, m))?;
+                    for statement in planned.drain(..) {
+                        self.exec_planned(txn, epoch, &statement, &table.shape)
+                            .await?;
+                    }
+                    if fk_off {
+                        self.exec_text("SET foreign_key_checks = 1", Some((txn, epoch)))
+                            .await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn exec_planned(
+        &mut self,
+        txn: &Transaction,
+        epoch: Epoch,
+        statement: &PlannedStatement,
+        shape: &TableShape,
+    ) -> Attempt {
+        let result = self
+            .conn
+            .exec_iter(
+                &*statement.sql,
+                Params::Positional(statement.params.clone()),
+            )
+            .await;
+        let affected = match result {
+            Ok(r) => {
+                let n = r.affected_rows();
+                drop(r);
+                n
+            }
+            Err(e) => {
+                return Err((
+                    self.error_at(Some((txn, epoch)), &statement.sql, &e),
+                    Some(e),
+                ))
+            }
+        };
+        if affected < statement.expected_rows && statement.kind != RowKind::Insert {
+            return Err((
+                self.plain_error(
+                    txn,
+                    elide(&statement.sql),
+                    crate::mysql::error_codes::ER_KEY_NOT_FOUND,
+                    divergence_message(statement, shape, affected),
+                ),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    async fn apply_statement(
+        &mut self,
+        txn: &Transaction,
+        epoch: Epoch,
+        statement: &Statement,
+    ) -> Attempt {
+        let at = Some((txn, epoch));
+        if self.replay_ddl == Some(txn.seqno)
+            && leading_verb(&statement.sql).commits_implicitly()
+            && !crate::applier::ddl_replay::replay_is_safe(&statement.sql)
+        {
+            // It may have run, and a second run could change the replica.
+            let sql_text = String::from_utf8_lossy(&statement.sql);
+            let e = self.plain_error(
+                txn,
+                elide(&sql_text),
+                0,
+                crate::applier::ddl_replay::unsafe_replay_message(
+                    txn.seqno.get(),
+                    &txn.end_position.to_string(),
+                    &sql_text,
+                    self.settings.sql_log_bin,
+                ),
+            );
+            return Err((e, None));
+        }
+        let mut context = session_setup(&statement.context);
+        let mut in_session = false;
+        if let Some(session) = TempTables::session_of(txn, statement) {
+            // The master session's temporary-table namespace (the server
+            // keys temporary tables by `pseudo_thread_id`); set only where
+            // needed, as it takes SUPER or BINLOG REPLAY.
+            if self.temp_tables.observe_statement(session, statement) {
+                context[0].0 += &format!(", pseudo_thread_id = {}", session.thread_id);
+                in_session = true;
+            }
+        }
+        for (sql, params) in &context {
+            let result = if params.is_empty() {
+                self.conn.query_drop(sql.as_str()).await
+            } else {
+                self.conn
+                    .exec_drop(sql.as_str(), Params::Positional(params.clone()))
+                    .await
+            };
+            result.map_err(|e| (self.error_at(at, sql, &e), Some(e)))?;
+        }
+        if let Some(db) = &statement.default_schema {
+            // CREATE/DROP DATABASE is logged with the database itself as
+            // the default schema, which does not exist yet (or any more)
+            // on the replica; the server's own applier sets the default
+            // schema without checking. Such a statement names its database,
+            // so it runs without the USE.
+            if !names_its_database(&statement.sql) {
+                self.exec_text(&format!("USE {}", quote_ident(db)), at)
+                    .await?;
+            }
+        }
+        let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
+        let ddl = leading_verb(&statement.sql).commits_implicitly();
+        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
+        if let Err(mysql_async::Error::Server(e)) = &result {
+            if ddl
+                && self.replay_ddl == Some(txn.seqno)
+                && crate::applier::retry::is_ddl_already_applied_error(e.code, &e.message)
+            {
+                tracing::warn!(
+                    channel = self.settings.channel.get(),
+                    seqno = txn.seqno.get(),
+                    code = e.code,
+                    error = %e.message,
+                    sql = %elide(&sql_text),
+                    "replayed DDL had already run before the stop; continuing"
+                );
+                result = Ok(());
+            }
+        }
+        // Back to the channel's own session before anything else.
+        let restore = session::restore_statement(in_session);
+        result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
+        self.exec_text(&restore, at).await?;
+        if ddl {
+            // DDL may change any table of its schema: forget cached shapes.
+            self.forget_tables();
+            // It committed implicitly: what follows (rows of CREATE …
+            // SELECT, the restart row) is one new transaction.
+            self.exec_text("START TRANSACTION", at).await?;
+        }
+        Ok(())
+    }
+}

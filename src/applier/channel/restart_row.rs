@@ -1,0 +1,162 @@
+//! Writing a channel's restart row on its own: after a block (inside its
+//! transaction), SYNC/STOP markers and the DDL mark (in transactions of
+//! their own, not binlogged).
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Params, Value as Param};
+
+use super::{Attempt, Channel};
+use crate::applier::error::{elide, ApplyError};
+use crate::applier::restart::{self, RestartRow};
+use crate::applier::retry::{classify, Backoff, ErrorClass};
+use crate::applier::work::Marker;
+use crate::event::Transaction;
+use crate::position::Epoch;
+
+/// The error text of a restart-row UPDATE that matched no row: the row is
+/// missing, or already past `row` (it never moves backwards).
+pub(super) fn missing_row_message(row: &RestartRow) -> String {
+    format!(
+        "the restart row of channel {} is missing or ahead of seqno {}: \
+         it never moves backwards",
+        row.channel,
+        row.seqno.map_or(-1, |s| s.get() as i64)
+    )
+}
+
+impl Channel {
+    /// Runs the restart-row UPDATE for `row` (inside the caller's
+    /// transaction); exactly one row must match.
+    pub(super) async fn update_row(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, Epoch)>,
+    ) -> Attempt {
+        let sql = crate::catalog::restart_update(&self.settings.catalog);
+        let result = self
+            .conn
+            .exec_iter(sql.as_str(), restart::update_params(row, extract_time))
+            .await;
+        match result {
+            Ok(r) => {
+                let affected = r.affected_rows();
+                drop(r);
+                if affected != 1 {
+                    return Err((
+                        ApplyError {
+                            channel: self.settings.channel,
+                            seqno: row.seqno,
+                            event_id: row.event_id.clone(),
+                            shard: row.shard_id.clone(),
+                            sql: elide(&sql),
+                            code: 0,
+                            message: missing_row_message(row),
+                        },
+                        None,
+                    ));
+                }
+                Ok(())
+            }
+            Err(e) => Err((self.error_at(at, &sql, &e), Some(e))),
+        }
+    }
+
+    /// Turns binary logging of the session off (`on = false`) or back on,
+    /// when the channel binlogs at all (`replica.sql_log_bin`).
+    ///
+    /// Writes of the catalog alone (SYNC/STOP markers, DDL marks) are not
+    /// binlogged: they carry no data, and binlogging them would feed a
+    /// loop in a multi-master pair (each service reads the other's marker
+    /// writes, drops them, and, idle again, writes markers of its own).
+    pub(super) async fn catalog_only_logging(&mut self, on: bool) -> Attempt {
+        if !self.settings.sql_log_bin {
+            return Ok(());
+        }
+        let sql = if on {
+            "SET SESSION sql_log_bin = 1"
+        } else {
+            "SET SESSION sql_log_bin = 0"
+        };
+        self.exec_text(sql, None).await
+    }
+
+    /// Marks seqno `txn` as started in the restart row's `ddl_seqno`
+    /// (autocommit, not binlogged).
+    pub(super) async fn mark_started(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
+        let sql = crate::catalog::restart_mark_ddl(&self.settings.catalog);
+        let params = Params::Positional(vec![
+            Param::Int(txn.seqno.get() as i64),
+            Param::UInt(u64::from(self.settings.channel.get())),
+        ]);
+        self.catalog_only_logging(false).await?;
+        let marked = self
+            .conn
+            .exec_drop(sql.as_str(), params)
+            .await
+            .map_err(|e| (self.error_at(Some((txn, epoch)), &sql, &e), Some(e)));
+        self.catalog_only_logging(true).await?;
+        marked
+    }
+
+    /// Writes `row` (with `extract_time`, seconds since the epoch) in a
+    /// transaction of its own, not binlogged (it carries no data); rolls
+    /// back on an error. `at` names the transaction for errors.
+    pub(super) async fn write_row_alone(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, Epoch)>,
+    ) -> Attempt {
+        self.catalog_only_logging(false).await?;
+        let written = async {
+            self.exec_text("START TRANSACTION", at).await?;
+            self.update_row(row, extract_time, at).await?;
+            self.exec_text("COMMIT", at).await
+        }
+        .await;
+        if written.is_err() {
+            let _ = self.conn.query_drop("ROLLBACK").await;
+        }
+        self.catalog_only_logging(true).await?;
+        written
+    }
+
+    /// Records a SYNC/STOP marker when the channel has nothing newer;
+    /// returns whether it did.
+    pub(super) async fn record_marker(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
+        if self.committed.is_some_and(|c| c >= marker.seqno) {
+            return Ok(false);
+        }
+        let row = marker.row(self.settings.channel);
+        let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
+        loop {
+            let attempt = self.write_row_alone(&row, marker.extract_time, None).await;
+            match attempt {
+                Ok(()) => {
+                    self.committed = Some(marker.seqno);
+                    return Ok(true);
+                }
+                Err((_, Some(cause)))
+                    if classify(&cause) == ErrorClass::Transient
+                        && backoff.attempts() < self.settings.retry_max_attempts =>
+                {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    if matches!(
+                        cause,
+                        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
+                    ) {
+                        let _ = self.reconnect().await;
+                    }
+                }
+                Err((error, _)) => {
+                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    return Err(error);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The session of a channel's connection: its own settings, the origin of
+//! the transactions it applies ([`Origin`], `replica.preserve_origin`) and
+//! the session context a logged statement ran with ([`session_setup`]).
+
+use mysql_async::Value as Param;
+
+use crate::event::{SessionContext, Transaction, UserVarValue};
+use crate::mysql::quote_ident;
+
+/// Where a transaction was written: its `server_id` and, when it has a
+/// GTID, its domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    server_id: u32,
+    domain_id: Option<u32>,
+}
+
+impl Origin {
+    /// The origin of `txn`.
+    pub fn of(txn: &Transaction) -> Origin {
+        Origin {
+            server_id: txn.server_id,
+            domain_id: txn.gtid.map(|g| g.domain_id),
+        }
+    }
+
+    /// The statement that sets a session to this origin.
+    pub fn set_statement(&self) -> String {
+        let domain = self
+            .domain_id
+            .map_or_else(|| "DEFAULT".to_string(), |d| d.to_string());
+        format!(
+            "SET SESSION server_id = {}, gtid_domain_id = {domain}",
+            self.server_id
+        )
+    }
+}
+
+/// The statements that set a statement's session context before it runs:
+/// `(sql, params)` pairs.
+pub fn session_setup(context: &SessionContext) -> Vec<(String, Vec<Param>)> {
+    let mut out: Vec<(String, Vec<Param>)> = Vec::new();
+    let mut set = vec![format!("TIMESTAMP = {}", context.timestamp)];
+    if let Some(micros) = context.timestamp_micros {
+        set[0] = format!("TIMESTAMP = {}.{micros:06}", context.timestamp);
+    }
+    if let Some(mode) = context.sql_mode {
+        set.push(format!("sql_mode = {mode}"));
+    }
+    if let Some(flags) = context.flags2 {
+        set.push(format!(
+            "foreign_key_checks = {}, unique_checks = {}",
+            u8::from(flags & 0x0400_0000 == 0),
+            u8::from(flags & 0x0800_0000 == 0)
+        ));
+    }
+    if let (Some(client), Some(conn), Some(server)) = (
+        context.charset_client,
+        context.collation_connection,
+        context.collation_server,
+    ) {
+        set.push(format!(
+            "character_set_client = {client}, collation_connection = {conn}, collation_server = {server}"
+        ));
+    }
+    if let Some((increment, offset)) = context.auto_increment {
+        set.push(format!(
+            "auto_increment_increment = {increment}, auto_increment_offset = {offset}"
+        ));
+    }
+    if let Some(id) = context.insert_id {
+        set.push(format!("insert_id = {id}"));
+    }
+    if let Some(id) = context.last_insert_id {
+        set.push(format!("last_insert_id = {id}"));
+    }
+    if let Some((s1, s2)) = context.rand_seeds {
+        set.push(format!("rand_seed1 = {s1}, rand_seed2 = {s2}"));
+    }
+    out.push((format!("SET {}", set.join(", ")), Vec::new()));
+    if let Some(tz) = &context.time_zone {
+        out.push((
+            "SET time_zone = ?".to_string(),
+            vec![Param::Bytes(tz.as_bytes().to_vec())],
+        ));
+    }
+    for var in &context.user_vars {
+        let name = quote_ident(&var.name);
+        let (sql, params) = match &var.value {
+            None => (format!("SET @{name} = NULL"), Vec::new()),
+            Some(UserVarValue::String { bytes, .. }) => (
+                format!("SET @{name} = ?"),
+                vec![Param::Bytes(bytes.clone())],
+            ),
+            Some(UserVarValue::Real(v)) => (format!("SET @{name} = ?"), vec![Param::Double(*v)]),
+            Some(UserVarValue::Int { value, unsigned }) => (
+                format!("SET @{name} = ?"),
+                vec![if *unsigned {
+                    Param::UInt(*value as u64)
+                } else {
+                    Param::Int(*value)
+                }],
+            ),
+            Some(UserVarValue::Decimal(d)) => (
+                format!("SET @{name} = CAST(? AS DECIMAL(65,30))"),
+                vec![Param::Bytes(d.as_bytes().to_vec())],
+            ),
+        };
+        out.push((sql, params));
+    }
+    out
+}
+
+/// The statement that sets up a channel's session on connecting: `SET
+/// NAMES binary` (bytes pass unchanged), UTC, `NO_AUTO_VALUE_ON_ZERO` (as
+/// the server's own row applier), binary logging as configured
+/// (`replica.sql_log_bin`), autocommit.
+pub fn setup_statement(sql_log_bin: bool) -> String {
+    let log_bin = if sql_log_bin { 1 } else { 0 };
+    format!(
+        "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
+         sql_log_bin = {log_bin}, autocommit = 1"
+    )
+}
+
+/// The statement that brings the session back to the channel's own after
+/// a logged statement ran with its session context ([`session_setup`]);
+/// `in_session`: it ran in a master session's temporary-table namespace,
+/// which this leaves (`pseudo_thread_id = 0`: no master session has thread
+/// id 0), since its temporary tables shadow base tables of the same name,
+/// also for the row changes and other sessions' statements that follow.
+pub fn restore_statement(in_session: bool) -> String {
+    let mut restore =
+        "SET NAMES binary, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO', \
+                       foreign_key_checks = 1, unique_checks = 1, TIMESTAMP = DEFAULT, \
+                       insert_id = 0, last_insert_id = 0"
+            .to_string();
+    if in_session {
+        restore += ", pseudo_thread_id = 0";
+    }
+    restore
+}

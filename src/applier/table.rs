@@ -1,0 +1,160 @@
+//! What a channel knows of a replica table ([`ReplicaTable`]): names, key
+//! and the column facts a `NO_LOG` binlog lacks, from the binlog's
+//! metadata when complete, else from the replica's `information_schema`;
+//! cached per channel until DDL ([`TableCache`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+use crate::applier::columns::{self, ReplicaColumn};
+use crate::applier::sql::TableShape;
+use crate::event::{ColumnInfo, TableInfo};
+
+/// What the replica says about a table: names, key and the column facts
+/// a `NO_LOG` binlog lacks (signedness, fixed-length binary strings).
+#[derive(Debug)]
+pub struct ReplicaTable {
+    /// Names and key, as the SQL builder takes them.
+    pub shape: TableShape,
+    /// The replica's columns in table order; empty when the binlog's
+    /// metadata was complete and the replica was not asked.
+    pub columns: Vec<ReplicaColumn>,
+    /// Consecutive UPDATEs (and DELETE + INSERT pairs of the same keys) may
+    /// go out merged ([`SqlBuilder::plan_merged_updates`]): the replica's
+    /// table has a primary key and no other unique key, no triggers, no
+    /// foreign keys either way (none of its own, none referencing it) and
+    /// no generated columns.
+    pub merge_updates: bool,
+}
+
+impl ReplicaTable {
+    /// The binlog's columns with what its metadata lacked (signedness,
+    /// binary CHAR/BINARY) filled in from the replica's definition
+    /// ([`columns::complete`]).
+    pub fn complete_columns(&self, binlog: &[ColumnInfo]) -> Vec<ColumnInfo> {
+        if self.columns.is_empty() {
+            return binlog.to_vec();
+        }
+        columns::complete(binlog, &self.columns)
+    }
+}
+
+/// A channel's [`ReplicaTable`]s by schema and table, kept until DDL.
+#[derive(Debug, Default)]
+pub struct TableCache {
+    tables: HashMap<(String, String), Arc<ReplicaTable>>,
+}
+
+impl TableCache {
+    /// Forgets every table (after DDL).
+    pub fn clear(&mut self) {
+        self.tables.clear();
+    }
+
+    /// Column names, key, signedness and binary strings of a table, from
+    /// the binlog metadata when complete, else from the replica (cached
+    /// until DDL).
+    ///
+    /// # Errors
+    /// A query on `conn` failed.
+    pub async fn lookup(
+        &mut self,
+        conn: &mut Conn,
+        info: &TableInfo,
+    ) -> Result<Arc<ReplicaTable>, mysql_async::Error> {
+        let key = (info.schema.clone(), info.table.clone());
+        if let Some(t) = self.tables.get(&key) {
+            if t.shape.columns.len() == info.columns.len() {
+                return Ok(t.clone());
+            }
+        }
+        let names: Option<Vec<String>> = info.columns.iter().map(|c| c.name.clone()).collect();
+        let metadata_complete = !columns::needs_replica_definition(&info.columns);
+        let table = if let (Some(names), Some(pk), true) =
+            (names, info.primary_key.clone(), metadata_complete)
+        {
+            ReplicaTable {
+                shape: TableShape {
+                    schema: info.schema.clone(),
+                    table: info.table.clone(),
+                    columns: names,
+                    primary_key: (!pk.is_empty()).then_some(pk),
+                },
+                columns: Vec::new(),
+                merge_updates: false,
+            }
+        } else {
+            let rows: Vec<(String, String, String)> = conn
+                .exec(
+                    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE FROM information_schema.COLUMNS \
+                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                    (info.schema.as_str(), info.table.as_str()),
+                )
+                .await?;
+            let key_columns: Vec<String> = conn
+                .exec(
+                    "SELECT COLUMN_NAME FROM information_schema.STATISTICS \
+                     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' \
+                     ORDER BY SEQ_IN_INDEX",
+                    (info.schema.as_str(), info.table.as_str()),
+                )
+                .await?;
+            let replica_columns: Vec<ReplicaColumn> = rows
+                .iter()
+                .map(|(n, d, t)| ReplicaColumn::from_definition(n, d, t))
+                .collect();
+            let names: Vec<String> = replica_columns.iter().map(|c| c.name.clone()).collect();
+            let primary_key: Vec<u16> = key_columns
+                .iter()
+                .filter_map(|k| names.iter().position(|n| n == k).map(|i| i as u16))
+                .collect();
+            ReplicaTable {
+                columns: replica_columns,
+                shape: TableShape {
+                    schema: info.schema.clone(),
+                    table: info.table.clone(),
+                    columns: names,
+                    primary_key: (!primary_key.is_empty()).then_some(primary_key),
+                },
+                merge_updates: false,
+            }
+        };
+        let mut table = table;
+        if table.shape.primary_key.is_some() {
+            let obstacles: Option<i64> = conn
+                .exec_first(
+                    "SELECT (SELECT COUNT(*) FROM information_schema.STATISTICS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 \
+                       AND INDEX_NAME <> 'PRIMARY') \
+                     + (SELECT COUNT(*) FROM information_schema.TRIGGERS \
+                       WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?) \
+                     + (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE \
+                       WHERE (TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                              AND REFERENCED_TABLE_NAME IS NOT NULL) \
+                          OR (REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?)) \
+                     + (SELECT COUNT(*) FROM information_schema.COLUMNS \
+                       WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_GENERATED = 'ALWAYS')",
+                    (
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                        info.schema.as_str(),
+                        info.table.as_str(),
+                    ),
+                )
+                .await?;
+            table.merge_updates = obstacles == Some(0);
+        }
+        let table = Arc::new(table);
+        self.tables.insert(key, table.clone());
+        Ok(table)
+    }
+}
