@@ -266,6 +266,29 @@ pub struct LiveSourceConfig {
     pub reconnect_max_backoff_ms: u64,
 }
 
+impl LiveSourceConfig {
+    /// The `[source]` of a live configuration that sets only the required
+    /// keys (and `port`): every other key at its default.
+    pub fn new(
+        host: impl Into<String>,
+        port: u16,
+        user: impl Into<String>,
+        password: Secret,
+        server_id: u32,
+    ) -> LiveSourceConfig {
+        LiveSourceConfig {
+            host: host.into(),
+            port,
+            user: user.into(),
+            password,
+            server_id,
+            heartbeat_period_ms: defaults::SOURCE_HEARTBEAT_PERIOD_MS.default,
+            connect_timeout_ms: defaults::SOURCE_CONNECT_TIMEOUT_MS.default,
+            reconnect_max_backoff_ms: defaults::SOURCE_RECONNECT_MAX_BACKOFF_MS.default,
+        }
+    }
+}
+
 /// `[source]` with `kind = "files"`: shardrep reads binlog files from a
 /// directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use shardrep::config::Secret;
+use shardrep::config::{LiveSourceConfig, Secret};
 use shardrep::extractor::files::{FileOptions, FileSource};
 use shardrep::extractor::live::{is_artificial, master_status, LiveOptions, LiveSource, LiveStart};
 use shardrep::extractor::{EventHeader, EventSource, ExtractError, RawEvent};
@@ -38,13 +38,13 @@ fn server_id() -> u32 {
 }
 
 fn live_options(sb: &Sandbox) -> LiveOptions {
-    LiveOptions::new(
+    LiveOptions::new(LiveSourceConfig::new(
         sb.host.clone(),
         sb.port(Server::Master),
         sb.user.clone(),
         Secret::new(sb.password.clone()),
         server_id(),
-    )
+    ))
 }
 
 fn binlog_dir(sb: &Sandbox) -> PathBuf {
@@ -649,7 +649,7 @@ async fn definite_errors_bad_password_and_missing_binlog() {
     let (start, _) = status(sb).await;
 
     let mut options = live_options(sb);
-    options.password = Secret::new("not-the-password-4711");
+    options.config.password = Secret::new("not-the-password-4711");
     let err = LiveSource::connect(options, LiveStart::File(start.clone()))
         .await
         .err()

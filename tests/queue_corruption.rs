@@ -29,7 +29,7 @@ fn fill(
     segment_bytes: u64,
 ) -> Vec<shardrep::event::Transaction> {
     let mut options = QueueOptions::new(dir);
-    options.segment_size_bytes = segment_bytes;
+    options.config.segment_size_bytes = segment_bytes;
     let q = TransactionQueue::open(options).unwrap();
     let mut all = Vec::new();
     for s in 0..count {

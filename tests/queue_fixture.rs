@@ -269,7 +269,7 @@ fn records() -> Vec<u8> {
 
 fn queue_options(dir: &Path) -> QueueOptions {
     let mut o = QueueOptions::new(dir);
-    o.segment_size_bytes = 16 << 10;
+    o.config.segment_size_bytes = 16 << 10;
     o
 }
 

@@ -83,9 +83,9 @@ impl Model {
 
 fn options(dir: &TempDir) -> QueueOptions {
     let mut o = QueueOptions::new(dir.path());
-    o.segment_size_bytes = 8 << 10;
-    o.flush_bytes = 16 << 10;
-    o.flush_interval_ms = 5;
+    o.config.segment_size_bytes = 8 << 10;
+    o.config.flush_bytes = 16 << 10;
+    o.config.flush_interval_ms = 5;
     o
 }
 

@@ -45,7 +45,7 @@ fn queue_directories_are_0700_and_files_0600() {
     let tmp = TempDir::new("private");
     let dir = tmp.path().join("queue");
     let mut options = QueueOptions::new(&dir);
-    options.segment_size_bytes = 1 << 20;
+    options.config.segment_size_bytes = 1 << 20;
     let q = TransactionQueue::open(options.clone()).unwrap();
     assert_private(tmp.path().join("queue").as_path(), "after the first open");
     let mut seqno = 0;

@@ -337,9 +337,9 @@ async fn extract_into_queue_dir(
         Some(q) => QueueOptions::from_config(q),
         None => QueueOptions::new(&dir),
     };
-    options.dir = dir.clone();
+    options.config.dir = dir.clone();
     if let Some(n) = segment_size_bytes {
-        options.segment_size_bytes = n;
+        options.config.segment_size_bytes = n;
     }
     let queue = TransactionQueue::open(options).map_err(|e| {
         let hint = if e.to_string().contains("could not acquire lock") {

@@ -2,9 +2,12 @@
 //!
 //! The parser (a key left out takes its default, a value out of bounds is a
 //! problem), [`Config::validate`](super::Config::validate), the typed
-//! sections' `Default`s, the runtime options built without a configuration
-//! (`QueueOptions::new`, `LiveOptions::new`) and the test that checks the
-//! commented example `conf/shardrep.toml` all read them from here.
+//! sections' `Default`s and constructors
+//! ([`QueueConfig::with_defaults`](super::QueueConfig::with_defaults) and
+//! [`LiveSourceConfig::new`](super::LiveSourceConfig::new), which the
+//! runtime options built without a configuration use) and the test that
+//! checks the commented example `conf/shardrep.toml` all read them from
+//! here.
 
 use super::ShardPolicy;
 

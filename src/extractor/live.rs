@@ -80,7 +80,7 @@ use tokio::net::TcpStream;
 
 use mysql_async::prelude::Queryable;
 
-use crate::config::{defaults, LiveSourceConfig, Secret};
+use crate::config::{LiveSourceConfig, Secret};
 use crate::mysql::error_codes::{
     ER_ABORTING_CONNECTION, ER_CLIENT_INTERACTION_TIMEOUT, ER_CONNECTION_KILLED,
     ER_CON_COUNT_ERROR, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NET_WRITE_INTERRUPTED,
@@ -97,25 +97,20 @@ use super::{
     EventHeader, EventSource, ExtractError, RawEvent, EVENT_HEADER_LEN, LOG_EVENT_ARTIFICIAL_F,
 };
 
-/// Connection settings of a [`LiveSource`].
+/// Settings of a [`LiveSource`]: the `[source]` connection settings, held
+/// once in the configuration's own type, and what only the running source
+/// chooses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveOptions {
-    /// Master host name or address.
-    pub host: String,
-    /// Master TCP port.
-    pub port: u16,
-    /// User with `REPLICATION SLAVE` (and `REPLICATION CLIENT` / `BINLOG
-    /// MONITOR` for [`master_status`]).
-    pub user: String,
-    /// The user's password (never logged).
-    pub password: Secret,
-    /// Server id announced to the master; unique in the topology, nonzero.
-    pub server_id: u32,
-    /// Heartbeat period, milliseconds; 0 asks for no heartbeats.
-    pub heartbeat_period_ms: u64,
-    /// Limit for connecting, authenticating and requesting the dump,
-    /// milliseconds.
-    pub connect_timeout_ms: u64,
+    /// The `[source] kind = "live"` settings the source uses: `host`,
+    /// `port`, `user` (with `REPLICATION SLAVE`, and `REPLICATION CLIENT` /
+    /// `BINLOG MONITOR` for [`master_status`]), the password (never
+    /// logged), `server_id`, `heartbeat_period_ms` (0, which only code can
+    /// set, asks for no heartbeats) and `connect_timeout_ms` (the limit for
+    /// connecting, authenticating and requesting the dump).
+    /// `reconnect_max_backoff_ms` is the driver's
+    /// ([`super::reader::Extractor`]): the source never reconnects.
+    pub config: LiveSourceConfig,
     /// When nothing (no event, no heartbeat) arrives for this long, the
     /// connection is dead: a transient error. `None`: no limit. Default:
     /// 4 heartbeat periods but at least 30 s when heartbeats are on, else
@@ -139,24 +134,14 @@ pub struct LiveOptions {
 }
 
 impl LiveOptions {
-    /// Options with the defaults: the configuration's heartbeat period
-    /// (1000 ms) and connect timeout (10 s), derived read timeout, server
-    /// defaults for the GTID switches, blocking dump.
-    pub fn new(
-        host: impl Into<String>,
-        port: u16,
-        user: impl Into<String>,
-        password: Secret,
-        server_id: u32,
-    ) -> LiveOptions {
+    /// Options for `config` (for a test, [`LiveSourceConfig::new`] gives
+    /// one with the configuration's defaults: heartbeat period 1000 ms,
+    /// connect timeout 10 s) with the runtime fields at their defaults:
+    /// derived read timeout, server defaults for the GTID switches,
+    /// blocking dump, ANNOTATE_ROWS asked for.
+    pub fn new(config: LiveSourceConfig) -> LiveOptions {
         let mut options = LiveOptions {
-            host: host.into(),
-            port,
-            user: user.into(),
-            password,
-            server_id,
-            heartbeat_period_ms: defaults::SOURCE_HEARTBEAT_PERIOD_MS.default,
-            connect_timeout_ms: defaults::SOURCE_CONNECT_TIMEOUT_MS.default,
+            config,
             read_timeout: None,
             gtid_strict_mode: None,
             gtid_ignore_duplicates: None,
@@ -169,51 +154,43 @@ impl LiveOptions {
 
     /// Options from a `[source] kind = "live"` configuration.
     pub fn from_config(config: &LiveSourceConfig) -> LiveOptions {
-        let mut options = LiveOptions::new(
-            config.host.clone(),
-            config.port,
-            config.user.clone(),
-            config.password.clone(),
-            config.server_id,
-        );
-        options.connect_timeout_ms = config.connect_timeout_ms;
-        options.with_heartbeat_ms(config.heartbeat_period_ms)
+        LiveOptions::new(config.clone())
     }
 
     /// Sets the heartbeat period and the read timeout derived from it.
     pub fn with_heartbeat_ms(mut self, heartbeat_period_ms: u64) -> LiveOptions {
-        self.heartbeat_period_ms = heartbeat_period_ms;
+        self.config.heartbeat_period_ms = heartbeat_period_ms;
         self.read_timeout = self.default_read_timeout();
         self
     }
 
     fn default_read_timeout(&self) -> Option<Duration> {
-        (self.heartbeat_period_ms > 0).then(|| {
-            Duration::from_millis(self.heartbeat_period_ms.saturating_mul(4))
+        (self.config.heartbeat_period_ms > 0).then(|| {
+            Duration::from_millis(self.config.heartbeat_period_ms.saturating_mul(4))
                 .max(Duration::from_secs(30))
         })
     }
 
     /// `host:port`, as errors name the master.
     pub fn address(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
+        if self.config.host.contains(':') {
+            format!("[{}]:{}", self.config.host, self.config.port)
         } else {
-            format!("{}:{}", self.host, self.port)
+            format!("{}:{}", self.config.host, self.config.port)
         }
     }
 
     fn connect_timeout(&self) -> Duration {
-        Duration::from_millis(self.connect_timeout_ms.max(1))
+        Duration::from_millis(self.config.connect_timeout_ms.max(1))
     }
 
     /// mysql_async options for ordinary queries (over TCP).
     fn mysql_opts(&self) -> mysql_async::Opts {
         mysql_async::OptsBuilder::default()
-            .ip_or_hostname(self.host.clone())
-            .tcp_port(self.port)
-            .user(Some(self.user.clone()))
-            .pass(Some(self.password.expose().to_owned()))
+            .ip_or_hostname(self.config.host.clone())
+            .tcp_port(self.config.port)
+            .user(Some(self.config.user.clone()))
+            .pass(Some(self.config.password.expose().to_owned()))
             .prefer_socket(false)
             .into()
     }
@@ -1022,7 +999,7 @@ fn auth_response(plugin: &str, nonce: &[u8], password: &Secret) -> Result<Vec<u8
 
 /// Connects, authenticates, sets the session up and sends the dump request.
 async fn open_dump(options: &LiveOptions, start: &LiveStart) -> Result<(Wire, Hello), WireError> {
-    let tcp = TcpStream::connect((options.host.as_str(), options.port)).await?;
+    let tcp = TcpStream::connect((options.config.host.as_str(), options.config.port)).await?;
     tcp.set_nodelay(true)?;
     let mut wire = Wire::new(tcp);
     let hello = handshake(&mut wire, options).await?;
@@ -1033,8 +1010,8 @@ async fn open_dump(options: &LiveOptions, start: &LiveStart) -> Result<(Wire, He
     // MariaDB sends its GTID events only to replicas announcing capability
     // 4 (MARIA_SLAVE_CAPABILITY_GTID); MySQL ignores the variable.
     wire.query("SET @mariadb_slave_capability = 4").await?;
-    if options.heartbeat_period_ms > 0 {
-        let ns = u128::from(options.heartbeat_period_ms) * 1_000_000;
+    if options.config.heartbeat_period_ms > 0 {
+        let ns = u128::from(options.config.heartbeat_period_ms) * 1_000_000;
         wire.query(&format!("SET @master_heartbeat_period = {ns}"))
             .await?;
     }
@@ -1080,7 +1057,7 @@ async fn open_dump(options: &LiveOptions, start: &LiveStart) -> Result<(Wire, He
 
     let mut register = Vec::with_capacity(18);
     register.push(COM_REGISTER_SLAVE);
-    register.extend_from_slice(&options.server_id.to_le_bytes());
+    register.extend_from_slice(&options.config.server_id.to_le_bytes());
     register.extend_from_slice(&[0, 0, 0]); // report host, user, password: empty
     register.extend_from_slice(&0u16.to_le_bytes()); // report port
     register.extend_from_slice(&0u32.to_le_bytes()); // replication rank
@@ -1099,7 +1076,7 @@ async fn open_dump(options: &LiveOptions, start: &LiveStart) -> Result<(Wire, He
     dump.push(COM_BINLOG_DUMP);
     dump.extend_from_slice(&pos.to_le_bytes());
     dump.extend_from_slice(&flags.to_le_bytes());
-    dump.extend_from_slice(&options.server_id.to_le_bytes());
+    dump.extend_from_slice(&options.config.server_id.to_le_bytes());
     dump.extend_from_slice(&file);
     wire.command(&dump).await?;
     Ok((wire, hello))
@@ -1169,14 +1146,14 @@ async fn handshake(wire: &mut Wire, options: &LiveOptions) -> Result<Hello, Wire
     } else {
         "mysql_native_password".to_owned()
     };
-    let auth = auth_response(&plugin, &nonce, &options.password)?;
+    let auth = auth_response(&plugin, &nonce, &options.config.password)?;
 
-    let mut response = Vec::with_capacity(64 + options.user.len() + auth.len());
+    let mut response = Vec::with_capacity(64 + options.config.user.len() + auth.len());
     response.extend_from_slice(&caps.to_le_bytes());
     response.extend_from_slice(&(1u32 << 30).to_le_bytes()); // max packet
     response.push(CHARSET_UTF8);
     response.extend_from_slice(&[0; 23]);
-    response.extend_from_slice(options.user.as_bytes());
+    response.extend_from_slice(options.config.user.as_bytes());
     response.push(0);
     // A length-encoded integer (LENENC capability) and the 1-byte length
     // (SECURE_CONNECTION) are the same byte for scrambles (20 or 32 bytes).
@@ -1212,7 +1189,7 @@ async fn handshake(wire: &mut Wire, options: &LiveOptions) -> Result<Hello, Wire
                 if data.last() == Some(&0) {
                     data.pop();
                 }
-                let auth = auth_response(&current_plugin, &data, &options.password)?;
+                let auth = auth_response(&current_plugin, &data, &options.config.password)?;
                 wire.write_packet(&auth).await?;
             }
             Some(0x01) if current_plugin == "caching_sha2_password" => match packet.get(1) {
@@ -1294,7 +1271,13 @@ mod tests {
 
     #[test]
     fn options_never_show_the_password() {
-        let o = LiveOptions::new("db1", 3306, "repl", Secret::new("hunter2"), 7);
+        let o = LiveOptions::new(LiveSourceConfig::new(
+            "db1",
+            3306,
+            "repl",
+            Secret::new("hunter2"),
+            7,
+        ));
         assert!(!format!("{o:?}").contains("hunter2"));
         assert_eq!(o.address(), "db1:3306");
         assert_eq!(o.read_timeout, Some(Duration::from_secs(30)));
@@ -1303,8 +1286,44 @@ mod tests {
         let o = o.with_heartbeat_ms(0);
         assert_eq!(o.read_timeout, None);
         assert_eq!(
-            LiveOptions::new("::1", 3306, "u", Secret::default(), 1).address(),
+            LiveOptions::new(LiveSourceConfig::new(
+                "::1",
+                3306,
+                "u",
+                Secret::default(),
+                1
+            ))
+            .address(),
             "[::1]:3306"
+        );
+    }
+
+    #[test]
+    fn defaults_match_the_configuration() {
+        let text = "[service]\nname = \"t\"\n\
+                    [source]\nkind = \"live\"\nhost = \"db1\"\nuser = \"repl\"\n\
+                    password = \"pw\"\nserver_id = 7\n\
+                    [replica]\nhost = \"h\"\nuser = \"u\"\npassword = \"p\"\n\
+                    [queue]\ndir = \"/q\"\n[control]\nsocket = \"/s\"\n";
+        let cfg = crate::config::Config::from_toml_str(text, "test.toml").unwrap();
+        let options = LiveOptions::from_config(cfg.source.live().unwrap());
+        assert_eq!(
+            options,
+            LiveOptions::new(LiveSourceConfig::new(
+                "db1",
+                3306,
+                "repl",
+                Secret::new("pw"),
+                7
+            ))
+        );
+        assert_eq!(options.read_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(
+            (
+                options.config.heartbeat_period_ms,
+                options.config.connect_timeout_ms
+            ),
+            (1000, 10_000)
         );
     }
 }

@@ -207,21 +207,12 @@ pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 /// the read-only switch of the offline tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueOptions {
-    /// The queue directory (created if missing, unless read-only).
-    pub dir: PathBuf,
-    /// Appends wait when the queue holds this many bytes on disk.
-    pub max_size_bytes: u64,
-    /// Seqnos kept below the minimum committed seqno by
-    /// [`TransactionQueue::purge_applied`].
-    pub retention_seqnos: u64,
-    /// A new segment starts when the current one holds this many bytes on
-    /// disk.
-    pub segment_size_bytes: u64,
-    /// Longest time between an append and the flush that makes it durable,
-    /// milliseconds.
-    pub flush_interval_ms: u64,
-    /// Flush when this many record bytes are pending.
-    pub flush_bytes: u64,
+    /// The `[queue]` settings: the directory (created if missing, unless
+    /// read-only), `max_size_bytes` (appends wait when the queue holds this
+    /// many bytes on disk), `retention_seqnos` (kept below the minimum
+    /// committed seqno by [`TransactionQueue::purge_applied`]),
+    /// `segment_size_bytes`, `flush_interval_ms` and `flush_bytes`.
+    pub config: QueueConfig,
     /// Open for reading only: no appends, no purges, no flusher thread, no
     /// repairs of the directory (sled may still write its own recovery
     /// bookkeeping into the segment files).
@@ -238,27 +229,22 @@ impl QueueOptions {
     /// The options of a configuration's `[queue]` section.
     pub fn from_config(config: &QueueConfig) -> QueueOptions {
         QueueOptions {
-            dir: config.dir.clone(),
-            max_size_bytes: config.max_size_bytes,
-            retention_seqnos: config.retention_seqnos,
-            segment_size_bytes: config.segment_size_bytes,
-            flush_interval_ms: config.flush_interval_ms,
-            flush_bytes: config.flush_bytes,
+            config: config.clone(),
             read_only: false,
         }
     }
 
     fn validate(&self) -> Result<(), QueueError> {
         let zero = [
-            ("max_size_bytes", self.max_size_bytes),
-            ("segment_size_bytes", self.segment_size_bytes),
-            ("flush_interval_ms", self.flush_interval_ms),
-            ("flush_bytes", self.flush_bytes),
+            ("max_size_bytes", self.config.max_size_bytes),
+            ("segment_size_bytes", self.config.segment_size_bytes),
+            ("flush_interval_ms", self.config.flush_interval_ms),
+            ("flush_bytes", self.config.flush_bytes),
         ];
         for (name, value) in zero {
             if value == 0 {
                 return Err(QueueError::InvalidOptions {
-                    dir: self.dir.clone(),
+                    dir: self.config.dir.clone(),
                     message: format!("{name} must be at least 1"),
                 });
             }
@@ -421,7 +407,7 @@ pub struct TransactionQueue {
 impl std::fmt::Debug for TransactionQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TransactionQueue")
-            .field("dir", &self.inner.options.dir)
+            .field("dir", &self.inner.options.config.dir)
             .finish()
     }
 }
@@ -455,7 +441,7 @@ impl Encoded {
 }
 
 impl TransactionQueue {
-    /// Opens the queue in `options.dir`, creating it if missing, and
+    /// Opens the queue in `options.config.dir`, creating it if missing, and
     /// recovers its state: the last stored transaction and its progress,
     /// the purge floor. Empty segments left by a crash after the last
     /// stored transaction are deleted. Starts the flusher thread
@@ -470,7 +456,7 @@ impl TransactionQueue {
     /// last stored transaction cannot be read back.
     pub fn open(options: QueueOptions) -> Result<TransactionQueue, QueueError> {
         options.validate()?;
-        let dir = options.dir.clone();
+        let dir = options.config.dir.clone();
         let io = |op: &str, source: std::io::Error| QueueError::Io {
             dir: dir.clone(),
             op: op.to_string(),
@@ -645,7 +631,7 @@ impl TransactionQueue {
 
     /// The queue directory.
     pub fn dir(&self) -> &Path {
-        &self.inner.options.dir
+        &self.inner.options.config.dir
     }
 
     /// The options the queue was opened with.
@@ -696,9 +682,9 @@ impl TransactionQueue {
         match self.inner.try_append(txn, progress, &record, false)? {
             TryAppend::Done => Ok(()),
             TryAppend::Full { size_bytes, .. } => Err(QueueError::Full {
-                dir: self.inner.options.dir.clone(),
+                dir: self.inner.options.config.dir.clone(),
                 size_bytes,
-                max_size_bytes: self.inner.options.max_size_bytes,
+                max_size_bytes: self.inner.options.config.max_size_bytes,
             }),
         }
     }
@@ -741,7 +727,7 @@ impl TransactionQueue {
         let s = lock(&self.inner.shared);
         if seqno < s.floor {
             return Err(QueueError::Purged {
-                dir: self.inner.options.dir.clone(),
+                dir: self.inner.options.config.dir.clone(),
                 seqno,
                 first_kept: s.floor,
             });
@@ -828,7 +814,7 @@ impl TransactionQueue {
         let inner = &self.inner;
         if inner.options.read_only {
             return Err(QueueError::ReadOnly {
-                dir: inner.options.dir.clone(),
+                dir: inner.options.config.dir.clone(),
             });
         }
         let _serial = lock(&inner.purge_lock);
@@ -862,7 +848,8 @@ impl TransactionQueue {
     /// # Errors
     /// As [`TransactionQueue::purge_below`].
     pub fn purge_applied(&self, min_committed: Seqno) -> Result<Seqno, QueueError> {
-        let below = (min_committed.0 + 1).saturating_sub(self.inner.options.retention_seqnos);
+        let below =
+            (min_committed.0 + 1).saturating_sub(self.inner.options.config.retention_seqnos);
         self.purge_below(Seqno(below))
     }
 
@@ -871,8 +858,8 @@ impl TransactionQueue {
     /// # Errors
     /// [`QueueError::Io`] when the directory cannot be walked.
     pub fn size_bytes(&self) -> Result<u64, QueueError> {
-        segment::dir_size(&self.inner.options.dir).map_err(|e| QueueError::Io {
-            dir: self.inner.options.dir.clone(),
+        segment::dir_size(&self.inner.options.config.dir).map_err(|e| QueueError::Io {
+            dir: self.inner.options.config.dir.clone(),
             op: "measure the directory".into(),
             source: e,
         })
@@ -912,7 +899,7 @@ impl TransactionQueue {
             }
             if let Some(message) = &s.failed {
                 return Err(QueueError::Failed {
-                    dir: inner.options.dir.clone(),
+                    dir: inner.options.config.dir.clone(),
                     message: message.clone(),
                 });
             }
@@ -956,7 +943,7 @@ impl TransactionQueue {
         let min_seqno = self.min_seqno();
         let max_seqno = self.max_seqno();
         Ok(QueueInfo {
-            dir: self.inner.options.dir.clone(),
+            dir: self.inner.options.config.dir.clone(),
             min_seqno,
             max_seqno,
             count: match (min_seqno, max_seqno) {
@@ -1012,7 +999,7 @@ impl TransactionQueue {
         let _ = flusher.join();
         if let Some(message) = lock(&self.inner.shared).failed.clone() {
             return Err(QueueError::Failed {
-                dir: self.inner.options.dir.clone(),
+                dir: self.inner.options.config.dir.clone(),
                 message,
             });
         }
@@ -1113,13 +1100,13 @@ impl Inner {
     ) -> Result<Encoded, QueueError> {
         if progress.seqno != txn.seqno {
             return Err(QueueError::ProgressMismatch {
-                dir: self.options.dir.clone(),
+                dir: self.options.config.dir.clone(),
                 txn: txn.seqno,
                 progress: progress.seqno,
             });
         }
         let encode_error = |message| QueueError::Encode {
-            dir: self.options.dir.clone(),
+            dir: self.options.config.dir.clone(),
             seqno: txn.seqno,
             message,
         };
@@ -1151,7 +1138,7 @@ impl Inner {
     /// before it waits for the next one (unless none are: a record of any
     /// size is accepted alone).
     fn max_unflushed(&self) -> u64 {
-        (4 * self.options.flush_bytes).max(MIN_MAX_UNFLUSHED_BYTES)
+        (4 * self.options.config.flush_bytes).max(MIN_MAX_UNFLUSHED_BYTES)
     }
 
     /// Appends unless the queue is full, or (`wait_for_flush`) more than
@@ -1163,7 +1150,7 @@ impl Inner {
         record: &Encoded,
         wait_for_flush: bool,
     ) -> Result<TryAppend, QueueError> {
-        let dir = &self.options.dir;
+        let dir = &self.options.config.dir;
         if self.options.read_only {
             return Err(QueueError::ReadOnly { dir: dir.clone() });
         }
@@ -1189,7 +1176,7 @@ impl Inner {
             }
             let live = s.next > s.floor;
             let size = s.estimated_size() + 2 * rec_len;
-            let over = size > self.options.max_size_bytes;
+            let over = size > self.options.config.max_size_bytes;
             if live && over {
                 return Ok(TryAppend::Full {
                     epoch: s.space_epoch,
@@ -1216,7 +1203,7 @@ impl Inner {
             None => true,
             Some(active) => {
                 active.start() < w.next
-                    && (active.is_full(self.options.segment_size_bytes) || (!live && over))
+                    && (active.is_full(self.options.config.segment_size_bytes) || (!live && over))
             }
         };
         if roll {
@@ -1273,7 +1260,7 @@ impl Inner {
             }
             (
                 s.waiting_readers > 0,
-                first_pending || s.unflushed_bytes >= self.options.flush_bytes,
+                first_pending || s.unflushed_bytes >= self.options.config.flush_bytes,
             )
         };
         if wake_readers {
@@ -1335,13 +1322,14 @@ impl Inner {
             }
             s.durable_bytes = s.appended_bytes;
         }
-        let seg = match Segment::create(&self.options.dir, w.next, self.open_segments.clone()) {
-            Ok(pin) => pin,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
-            }
-        };
+        let seg =
+            match Segment::create(&self.options.config.dir, w.next, self.open_segments.clone()) {
+                Ok(pin) => pin,
+                Err(e) => {
+                    self.fail(&e);
+                    return Err(e);
+                }
+            };
         seg.measure();
         let removed = {
             let mut s = lock(&self.shared);
@@ -1424,7 +1412,7 @@ impl Inner {
     }
 
     fn flusher_loop(&self) {
-        let interval = Duration::from_millis(self.options.flush_interval_ms);
+        let interval = Duration::from_millis(self.options.config.flush_interval_ms);
         loop {
             {
                 let mut s = lock(&self.shared);
@@ -1433,7 +1421,8 @@ impl Inner {
                         return;
                     }
                     if s.failed.is_none() {
-                        if s.flush_requested || s.unflushed_bytes >= self.options.flush_bytes {
+                        if s.flush_requested || s.unflushed_bytes >= self.options.config.flush_bytes
+                        {
                             break;
                         }
                         if let Some(since) = s.unflushed_since {
@@ -1462,7 +1451,7 @@ impl Inner {
     }
 
     fn write_floor(&self, floor: Seqno) -> Result<(), QueueError> {
-        let dir = &self.options.dir;
+        let dir = &self.options.config.dir;
         let tmp = dir.join(format!("{FLOOR_FILE}.tmp"));
         private::create_file(&tmp)
             .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{floor}\n").as_bytes()))
@@ -1497,7 +1486,7 @@ pub struct QueueReader {
 impl std::fmt::Debug for QueueReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueReader")
-            .field("dir", &self.inner.options.dir)
+            .field("dir", &self.inner.options.config.dir)
             .field("next", &self.next)
             .field("durable_only", &self.durable_only)
             .finish()
@@ -1587,7 +1576,7 @@ impl QueueReader {
                     // Let the purged segment close and go.
                     self.pin = None;
                     return Err(QueueError::Purged {
-                        dir: self.inner.options.dir.clone(),
+                        dir: self.inner.options.config.dir.clone(),
                         seqno: self.next,
                         first_kept: floor,
                     });
@@ -1694,10 +1683,10 @@ impl QueueReader {
                 let seqno = cursor.seqno();
                 cursor
                     .skip()
-                    .map_err(|e| record_error(&self.inner.options.dir, seqno, e))?;
+                    .map_err(|e| record_error(&self.inner.options.config.dir, seqno, e))?;
             }
             return Ok(Located::Loaded(Loaded {
-                origin: self.inner.options.dir.clone(),
+                origin: self.inner.options.config.dir.clone(),
                 bytes: BlockBytes::Owned(s.tail.data[cursor.offset()..].to_vec()),
                 offset: 0,
                 seqno: self.next,
@@ -1707,7 +1696,7 @@ impl QueueReader {
         match s.segment_for(self.next) {
             Some(seg) => Ok(Located::InSegment(seg)),
             None => Err(QueueError::Purged {
-                dir: self.inner.options.dir.clone(),
+                dir: self.inner.options.config.dir.clone(),
                 seqno: self.next,
                 first_kept: s.floor,
             }),

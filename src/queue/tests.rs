@@ -186,7 +186,7 @@ fn reopen_recovers_last_transaction_and_progress() {
 fn segments_roll_and_purge_deletes_them() {
     let dir = TempDir::new("segments");
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 64 << 10;
+    opts.config.segment_size_bytes = 64 << 10;
     let q = TransactionQueue::open(opts.clone()).unwrap();
     append_range(&q, 0..3000, 200);
     q.flush().unwrap();
@@ -246,7 +246,7 @@ fn purge_everything_keeps_next_seqno_and_progress() {
 fn purge_applied_keeps_the_retention() {
     let dir = TempDir::new("retention");
     let mut opts = options(&dir);
-    opts.retention_seqnos = 10;
+    opts.config.retention_seqnos = 10;
     let q = TransactionQueue::open(opts).unwrap();
     append_range(&q, 0..100, 10);
     assert_eq!(q.purge_applied(Seqno(49)).unwrap(), Seqno(40));
@@ -285,7 +285,7 @@ fn large_records_are_chunked_without_blobs() {
 fn flush_makes_durable_and_flusher_runs_on_interval() {
     let dir = TempDir::new("durable");
     let mut opts = options(&dir);
-    opts.flush_interval_ms = 20;
+    opts.config.flush_interval_ms = 20;
     let q = TransactionQueue::open(opts).unwrap();
     assert_eq!(q.durable_seqno(), None);
     append_range(&q, 0..5, 10);
@@ -306,8 +306,8 @@ fn flush_makes_durable_and_flusher_runs_on_interval() {
 fn flush_bytes_triggers_a_flush() {
     let dir = TempDir::new("flush-bytes");
     let mut opts = options(&dir);
-    opts.flush_interval_ms = 3_600_000;
-    opts.flush_bytes = 10_000;
+    opts.config.flush_interval_ms = 3_600_000;
+    opts.config.flush_bytes = 10_000;
     let q = TransactionQueue::open(opts).unwrap();
     append_range(&q, 0..100, 500);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -324,7 +324,7 @@ fn flush_bytes_triggers_a_flush() {
 fn durable_only_readers_wait_for_the_flush() {
     let dir = TempDir::new("durable-reader");
     let mut opts = options(&dir);
-    opts.flush_interval_ms = 3_600_000;
+    opts.config.flush_interval_ms = 3_600_000;
     let q = TransactionQueue::open(opts).unwrap();
     append_range(&q, 0..3, 10);
     let mut r = q.reader_from(Seqno(0)).unwrap().durable_only();
@@ -391,9 +391,9 @@ fn blocking_reader_with_progress_is_woken_by_append() {
 fn full_queue_waits_for_purge_and_never_drops() {
     let dir = TempDir::new("full");
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 32 << 10;
-    opts.max_size_bytes = 400 << 10;
-    opts.flush_interval_ms = 5;
+    opts.config.segment_size_bytes = 32 << 10;
+    opts.config.max_size_bytes = 400 << 10;
+    opts.config.flush_interval_ms = 5;
     let q = Arc::new(TransactionQueue::open(opts).unwrap());
     let total = 3000u64;
     let writer = {
@@ -452,9 +452,9 @@ fn full_queue_waits_for_purge_and_never_drops() {
 fn async_append_and_read() {
     let dir = TempDir::new("async");
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 32 << 10;
-    opts.max_size_bytes = 200 << 10;
-    opts.flush_interval_ms = 5;
+    opts.config.segment_size_bytes = 32 << 10;
+    opts.config.max_size_bytes = 200 << 10;
+    opts.config.flush_interval_ms = 5;
     let q = Arc::new(TransactionQueue::open(opts).unwrap());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -519,7 +519,7 @@ fn unfinished_segment_creation_is_cleaned_up() {
     let conf = std::fs::read(new.join("conf")).unwrap();
     std::fs::write(new.join("conf"), &conf[..conf.len() - 4]).unwrap();
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 1;
+    opts.config.segment_size_bytes = 1;
     let q = TransactionQueue::open(opts).unwrap();
     assert!(!new.exists());
     append_range(&q, 10..20, 10);
@@ -571,7 +571,7 @@ fn read_only_refuses_writes() {
 fn invalid_options_are_rejected() {
     let dir = TempDir::new("opts");
     let mut opts = options(&dir);
-    opts.flush_bytes = 0;
+    opts.config.flush_bytes = 0;
     let err = TransactionQueue::open(opts).unwrap_err();
     assert!(
         err.to_string().contains("flush_bytes must be at least 1"),
@@ -595,7 +595,7 @@ fn defaults_match_the_configuration() {
 fn segments_nobody_uses_are_closed() {
     let dir = TempDir::new("open-bound");
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 64 << 10;
+    opts.config.segment_size_bytes = 64 << 10;
     let q = TransactionQueue::open(opts).unwrap();
     assert_eq!(q.open_segments(), 0);
     // A reader that falls further and further behind the writer.
@@ -769,7 +769,7 @@ fn external_record_interrupted_by_a_crash_is_dropped_at_open() {
 fn external_record_alone_in_a_new_segment_interrupted_is_dropped() {
     let dir = TempDir::new("external-crash-seg");
     let mut opts = options(&dir);
-    opts.segment_size_bytes = 64 << 10;
+    opts.config.segment_size_bytes = 64 << 10;
     let q = TransactionQueue::open(opts.clone()).unwrap();
     append_range(&q, 0..5, 50);
     // Fills the segment: the next append starts a new one.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
-use shardrep::config::{Config, Secret};
+use shardrep::config::{Config, LiveSourceConfig, Secret};
 use shardrep::extractor::live::{master_status, LiveOptions};
 use shardrep::replicator::{RunError, RunOptions, RunReport};
 
@@ -410,13 +410,13 @@ pub async fn wait_applied_to_master(sb: &Sandbox, spec: &ServiceSpec) -> serde_j
 
 /// The master's binlog position now (`FILE:POS`).
 pub async fn master_position(sb: &Sandbox) -> String {
-    let options = LiveOptions::new(
+    let options = LiveOptions::new(LiveSourceConfig::new(
         sb.host.clone(),
         sb.port(Server::Master),
         sb.user.clone(),
         Secret::new(sb.password.clone()),
         server_id(),
-    );
+    ));
     master_status(&options)
         .await
         .expect("master status")
