@@ -621,11 +621,53 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
     );
     assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
 
+    // A seqno below -1: read as "nothing applied", it would replay the
+    // queue from its start.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET event_id = '{}' WHERE channel = 0; \
+             UPDATE {table} SET seqno = -5 WHERE channel = 1",
+            good[0].3
+        ))
+        .await
+        .unwrap();
+    let corrupt = restart_rows(&mut replica, &table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "restart row of channel 1 ({catalog}.restart_position): seqno -5 is neither -1 \
+             (nothing applied yet) nor a seqno (0 or more)"
+        )
+    );
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+
+    // As many rows as channels, but one renumbered: channel 1 would find
+    // no row of its own.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET seqno = {}, channel = 99 \
+             WHERE channel = 1",
+            good[1].1
+        ))
+        .await
+        .unwrap();
+    let corrupt = restart_rows(&mut replica, &table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "restart table {catalog}.restart_position holds rows of channels 0,99, not of \
+             channels 0 to 1: restore the rows of the 2 configured channels (or `shardrepctl \
+             reset --confirm SERVICE` after a re-seed)"
+        )
+    );
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+
     // Repaired, the service starts and resumes where the rows say.
     replica
         .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET event_id = '{}' WHERE channel = 0",
-            good[0].3
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET channel = 1 WHERE channel = 99"
         ))
         .await
         .unwrap();

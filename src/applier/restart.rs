@@ -161,6 +161,38 @@ pub enum RestartError {
         #[source]
         source: Box<PositionError>,
     },
+    /// A stored seqno below -1: neither "nothing applied" (-1) nor a
+    /// seqno. Taken as "nothing applied", it would replay the queue from
+    /// its start.
+    #[error(
+        "restart row of channel {channel} ({catalog}.{RESTART_TABLE}): seqno {seqno} is neither \
+         -1 (nothing applied yet) nor a seqno (0 or more)"
+    )]
+    BadSeqno {
+        /// Catalog schema.
+        catalog: String,
+        /// The row's channel.
+        channel: u16,
+        /// The stored value.
+        seqno: i64,
+    },
+    /// The rows are as many as the configured channels, but their channel
+    /// numbers are not 0 to N-1: a channel would find no row of its own.
+    #[error(
+        "restart table {catalog}.{RESTART_TABLE} holds rows of channels {stored}, not of channels \
+         0 to {last}: restore the rows of the {configured} configured channels (or `shardrepctl \
+         reset --confirm SERVICE` after a re-seed)"
+    )]
+    ChannelNumbers {
+        /// Catalog schema.
+        catalog: String,
+        /// The stored channel numbers, comma separated.
+        stored: String,
+        /// The highest configured channel number.
+        last: u16,
+        /// Channels configured.
+        configured: u16,
+    },
 }
 
 /// Creates the catalog and reads every restart row; on first start, or
@@ -169,7 +201,9 @@ pub enum RestartError {
 ///
 /// # Errors
 /// [`RestartError::ChannelCountChange`] when the count differs and the
-/// rows are not at one seqno; [`RestartError::Sql`] otherwise.
+/// rows are not at one seqno; [`RestartError::ChannelNumbers`] when the
+/// rows are of other channels than 0 to N-1; the errors of [`read`];
+/// [`RestartError::Sql`] otherwise.
 pub async fn prepare(
     conn: &mut Conn,
     catalog: &str,
@@ -236,6 +270,19 @@ pub async fn prepare(
     conn.query_drop("SET SESSION sql_log_bin = DEFAULT")
         .await
         .map_err(sql_err)?;
+    // `read` orders the rows by channel.
+    if rows.iter().enumerate().any(|(i, r)| r.channel.index() != i) {
+        return Err(RestartError::ChannelNumbers {
+            catalog: catalog.to_string(),
+            stored: rows
+                .iter()
+                .map(|r| r.channel.get().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            last: channels.saturating_sub(1),
+            configured: channels,
+        });
+    }
     Ok(rows)
 }
 
@@ -246,7 +293,7 @@ pub async fn prepare(
 /// [`RestartError::Sql`]; [`RestartError::Malformed`] for an `event_id`
 /// that is neither empty nor a binlog position, or a `gtid` that is not a
 /// MariaDB GTID position (empty is the empty position), naming the channel
-/// and the text.
+/// and the text; [`RestartError::BadSeqno`] for a seqno below -1.
 pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, RestartError> {
     let rows: Vec<(u16, i64, u64, String, String, String)> = conn
         .query(catalog::restart_select(catalog))
@@ -279,6 +326,13 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
                     return Err(malformed("gtid", gtid, "a MariaDB GTID position", e));
                 }
             };
+            if seqno < -1 {
+                return Err(RestartError::BadSeqno {
+                    catalog: catalog.to_string(),
+                    channel,
+                    seqno,
+                });
+            }
             Ok(RestartRow {
                 channel: ChannelId::recorded(channel),
                 seqno: u64::try_from(seqno).ok().map(Seqno),
