@@ -13,7 +13,7 @@ use crate::event::Transaction;
 use crate::position::{Epoch, Seqno};
 
 /// Progress shared by the channels and the scheduler: each channel's last
-/// committed seqno ([`CommittedSeqno`]), the first definite error, and a condition
+/// committed seqno (`CommittedSeqno`), the first definite error, and a condition
 /// variable signalled on every change.
 #[derive(Debug)]
 pub struct Progress {

@@ -23,7 +23,7 @@ pub struct ReplicaTable {
     /// metadata was complete and the replica was not asked.
     pub columns: Vec<ReplicaColumn>,
     /// Consecutive UPDATEs (and DELETE + INSERT pairs of the same keys) may
-    /// go out merged ([`SqlBuilder::plan_merged_updates`]): the replica's
+    /// go out merged ([`SqlBuilder::plan_merged_updates`](crate::applier::sql::SqlBuilder::plan_merged_updates)): the replica's
     /// table has a primary key and no other unique key, no triggers, no
     /// foreign keys either way (none of its own, none referencing it) and
     /// no generated columns.

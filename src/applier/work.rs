@@ -20,7 +20,7 @@ pub enum Work {
         /// Commit it alone (critical shard or barrier).
         alone: bool,
         /// Its share of the in-flight memory budget
-        /// ([`Progress::acquire_memory`]), released once committed.
+        /// ([`Progress::acquire_memory`](crate::applier::progress::Progress::acquire_memory)), released once committed.
         bytes: u64,
         /// The position after it, recorded in the restart row (with the
         /// source's whole GTID position, not only the transaction's GTID).

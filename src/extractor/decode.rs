@@ -1,4 +1,4 @@
-//! Decoding one raw event into a [`BinlogEvent`](super::BinlogEvent).
+//! Decoding one raw event into a [`super::BinlogEvent`].
 //!
 //! [`Decoder`] is stateful: it keeps the current FORMAT_DESCRIPTION (binlog
 //! version, post-header lengths, checksum algorithm) and the TABLE_MAP cache
