@@ -71,7 +71,7 @@ pub(crate) fn replica_opts(config: &Config) -> mysql_async::Opts {
 ///
 /// # Errors
 /// [`crate::replica::ReplicaError`] naming the replica.
-async fn connect_replica_for_takeover(
+async fn connect_replica_for_native(
     config: &Config,
 ) -> Result<mysql_async::Conn, crate::replica::ReplicaError> {
     crate::replica::connect(

@@ -979,15 +979,9 @@ impl Service {
         let used_gtid = inner.takeover_used_gtid;
         let name = self.config.service.name.clone();
         let result = block_on(async move {
-            let mut conn = crate::replica::connect(
-                &config.replica.host,
-                config.replica.port,
-                config.replica.socket.as_deref(),
-                &config.replica.user,
-                &config.replica.password,
-            )
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+            let mut conn = super::connect_replica_for_native(&config)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
             let rows = restart::read(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(e.to_string()))?;

@@ -5,7 +5,7 @@
 use tokio::runtime::Runtime;
 
 use super::extract::FirstStart;
-use super::{connect_replica, connect_replica_for_takeover, Observer, RunError};
+use super::{connect_replica, connect_replica_for_native, Observer, RunError};
 use crate::applier::restart::{self, RestartRow};
 use crate::config::{Config, SourceEndpoint, StartPosition};
 use crate::extractor::reader::ExtractStart;
@@ -79,7 +79,7 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
     let facts = crate::replica::check_master(&mut master)
         .await
         .map_err(setup)?;
-    let mut replica = connect_replica_for_takeover(config).await.map_err(setup)?;
+    let mut replica = connect_replica_for_native(config).await.map_err(setup)?;
     crate::replica::check_replica(&mut replica, &facts)
         .await
         .map_err(setup)?;
