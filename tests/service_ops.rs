@@ -664,10 +664,36 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
     );
     assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
 
+    // A seqno beyond the queue's last: that channel would skip its
+    // shards' next transactions.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET channel = 1, seqno = 999999 \
+             WHERE channel = 99"
+        ))
+        .await
+        .unwrap();
+    let corrupt = restart_rows(&mut replica, &table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "restart row of channel 1 ({catalog}.restart_position) is at seqno 999999, beyond \
+             the last seqno the queue {} holds ({}): the row was edited, or the queue is an \
+             older copy or another service's. Restore the row or the queue directory, or \
+             re-seed the replica and `shardrepctl reset --confirm {}`",
+            spec.dir.join("queue").display(),
+            good[1].1,
+            spec.service
+        )
+    );
+    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+
     // Repaired, the service starts and resumes where the rows say.
     replica
         .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET channel = 1 WHERE channel = 99"
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET seqno = {} WHERE channel = 1",
+            good[1].1
         ))
         .await
         .unwrap();

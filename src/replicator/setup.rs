@@ -92,7 +92,9 @@ pub(super) fn prepare_catalog(
 
 /// Refuses an empty queue with committed restart rows: the queue was lost
 /// (or is another service's). Seqnos cannot be rebuilt safely, and any
-/// other start would skip or repeat transactions.
+/// other start would skip or repeat transactions. With a queue that holds
+/// transactions, refuses restart rows beyond its last seqno instead
+/// ([`refuse_rows_beyond_queue`]).
 ///
 /// # Errors
 /// [`RunError::Setup`] naming the queue, the seqno, binlog position and
@@ -104,7 +106,7 @@ pub(super) fn refuse_lost_queue(
     rows: &[RestartRow],
 ) -> Result<(), RunError> {
     if queue.last_progress().is_some() {
-        return Ok(());
+        return refuse_rows_beyond_queue(config, catalog, queue, rows);
     }
     let Some(applied) = rows.iter().filter_map(|r| r.seqno).min() else {
         return Ok(());
@@ -139,6 +141,39 @@ pub(super) fn refuse_lost_queue(
         } else {
             &different_seqnos_advice
         }
+    )))
+}
+
+/// Refuses restart rows beyond the queue's last seqno: every seqno a row
+/// records was stored in the queue before it was applied, so such a row
+/// was edited, or the queue was replaced by an older one or another
+/// service's. Started anyway, that channel would skip its shards' next
+/// transactions up to the row's seqno.
+///
+/// # Errors
+/// [`RunError::Setup`] naming the channel, its seqno, the queue and its
+/// last seqno.
+fn refuse_rows_beyond_queue(
+    config: &Config,
+    catalog: &str,
+    queue: &TransactionQueue,
+    rows: &[RestartRow],
+) -> Result<(), RunError> {
+    let next = queue.next_seqno();
+    let Some(row) = rows.iter().find(|r| r.seqno.is_some_and(|s| s >= next)) else {
+        return Ok(());
+    };
+    Err(RunError::setup(format!(
+        "restart row of channel {} ({catalog}.{}) is at seqno {}, beyond the last seqno the \
+         queue {} holds ({}): the row was edited, or the queue is an older copy or another \
+         service's. Restore the row or the queue directory, or re-seed the replica and \
+         `shardrepctl reset --confirm {}`",
+        row.channel,
+        crate::catalog::RESTART_TABLE,
+        row.seqno.map_or(0, Seqno::get),
+        config.queue.dir.display(),
+        next.get().saturating_sub(1),
+        config.service.name
     )))
 }
 
