@@ -534,6 +534,28 @@ async fn restart_rows(
     .unwrap()
 }
 
+/// Applies `edit` to the restart rows (unbinlogged), then checks that a
+/// start fails with exactly `expected` and leaves the rows as edited;
+/// returns them.
+async fn refused_start(
+    sb: &common::Sandbox,
+    spec: &ServiceSpec,
+    replica: &mut mysql_async::Conn,
+    table: &str,
+    edit: &str,
+    expected: String,
+) -> Vec<(u16, i64, u64, String, String, String, i64)> {
+    replica
+        .query_drop(format!("SET SESSION sql_log_bin = 0; {edit}"))
+        .await
+        .unwrap();
+    let edited = restart_rows(replica, table).await;
+    let error = spec.run_until_idle(sb).unwrap_err();
+    assert_eq!(error.to_string(), expected);
+    assert_eq!(restart_rows(replica, table).await, edited);
+    edited
+}
+
 /// A restart row whose stored text is malformed (here its GTID position,
 /// then its binlog position) stops the start, and a handback, with an error
 /// naming the channel and the text (issue 15: the row is parsed once where
@@ -568,23 +590,19 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
     assert!(good[0].1 >= 2 && good[0].1 == good[1].1, "{good:?}");
 
     // A GTID position that is not one.
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET gtid = '0-1-x' WHERE channel = 1"
-        ))
-        .await
-        .unwrap();
-    let corrupt = restart_rows(&mut replica, &table).await;
-    let error = spec.run_until_idle(sb).unwrap_err();
-    assert_eq!(
-        error.to_string(),
+    let corrupt = refused_start(
+        sb,
+        &spec,
+        &mut replica,
+        &table,
+        &format!("UPDATE {table} SET gtid = '0-1-x' WHERE channel = 1"),
         format!(
             "restart row of channel 1 ({catalog}.restart_position): gtid \"0-1-x\" is not a \
              MariaDB GTID position: invalid GTID position \"0-1-x\": item \"0-1-x\": expected \
              seq_no as a decimal integer 0..=18446744073709551615, found \"x\""
-        )
-    );
-    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+        ),
+    )
+    .await;
     // The handback reads the same row: the same error, nothing changed.
     let mut process = spec.spawn_with(sb, &["--offline"]);
     wait_for_socket(&spec, &mut process);
@@ -601,82 +619,70 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
     assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
 
     // A binlog position that is not one.
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET gtid = '{}' WHERE channel = 1; \
+    refused_start(
+        sb,
+        &spec,
+        &mut replica,
+        &table,
+        &format!(
+            "UPDATE {table} SET gtid = '{}' WHERE channel = 1; \
              UPDATE {table} SET event_id = 'mariadb-bin:4' WHERE channel = 0",
             good[1].4
-        ))
-        .await
-        .unwrap();
-    let corrupt = restart_rows(&mut replica, &table).await;
-    let error = spec.run_until_idle(sb).unwrap_err();
-    assert_eq!(
-        error.to_string(),
+        ),
         format!(
             "restart row of channel 0 ({catalog}.restart_position): event_id \"mariadb-bin:4\" \
              is not a binlog position: invalid binlog position \"mariadb-bin:4\": expected a \
              file name BASENAME.NNNNNN with a numeric extension, found \"mariadb-bin\""
-        )
-    );
-    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+        ),
+    )
+    .await;
 
     // A seqno below -1: read as "nothing applied", it would replay the
     // queue from its start.
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET event_id = '{}' WHERE channel = 0; \
+    refused_start(
+        sb,
+        &spec,
+        &mut replica,
+        &table,
+        &format!(
+            "UPDATE {table} SET event_id = '{}' WHERE channel = 0; \
              UPDATE {table} SET seqno = -5 WHERE channel = 1",
             good[0].3
-        ))
-        .await
-        .unwrap();
-    let corrupt = restart_rows(&mut replica, &table).await;
-    let error = spec.run_until_idle(sb).unwrap_err();
-    assert_eq!(
-        error.to_string(),
+        ),
         format!(
             "restart row of channel 1 ({catalog}.restart_position): seqno -5 is neither -1 \
              (nothing applied yet) nor a seqno (0 or more)"
-        )
-    );
-    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+        ),
+    )
+    .await;
 
     // As many rows as channels, but one renumbered: channel 1 would find
     // no row of its own.
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET seqno = {}, channel = 99 \
-             WHERE channel = 1",
+    refused_start(
+        sb,
+        &spec,
+        &mut replica,
+        &table,
+        &format!(
+            "UPDATE {table} SET seqno = {}, channel = 99 WHERE channel = 1",
             good[1].1
-        ))
-        .await
-        .unwrap();
-    let corrupt = restart_rows(&mut replica, &table).await;
-    let error = spec.run_until_idle(sb).unwrap_err();
-    assert_eq!(
-        error.to_string(),
+        ),
         format!(
             "restart table {catalog}.restart_position holds rows of channels 0,99, not of \
              channels 0 to 1: restore the rows of the 2 configured channels (or `shardrepctl \
              reset --confirm SERVICE` after a re-seed)"
-        )
-    );
-    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+        ),
+    )
+    .await;
 
     // A seqno beyond the queue's last: that channel would skip its
     // shards' next transactions.
-    replica
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET channel = 1, seqno = 999999 \
-             WHERE channel = 99"
-        ))
-        .await
-        .unwrap();
-    let corrupt = restart_rows(&mut replica, &table).await;
-    let error = spec.run_until_idle(sb).unwrap_err();
-    assert_eq!(
-        error.to_string(),
+    refused_start(
+        sb,
+        &spec,
+        &mut replica,
+        &table,
+        &format!("UPDATE {table} SET channel = 1, seqno = 999999 WHERE channel = 99"),
         format!(
             "restart row of channel 1 ({catalog}.restart_position) is at seqno 999999, beyond \
              the last seqno the queue {} holds ({}): the row was edited, or the queue is an \
@@ -685,9 +691,9 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
             spec.dir.join("queue").display(),
             good[1].1,
             spec.service
-        )
-    );
-    assert_eq!(restart_rows(&mut replica, &table).await, corrupt);
+        ),
+    )
+    .await;
 
     // Repaired, the service starts and resumes where the rows say.
     replica
