@@ -1,5 +1,6 @@
 //! Positions and identifiers: [`Seqno`], [`Epoch`], [`ChannelId`],
-//! [`BinlogPosition`], MariaDB [`Gtid`] / [`GtidPos`].
+//! [`BinlogPosition`], MariaDB [`Gtid`] / [`GtidPos`], and sets of seqnos
+//! as ranges ([`SeqnoRanges`]).
 //!
 //! This is the bottom layer of the crate: it depends on nothing else in
 //! shardrep. Every text format here parses strictly and prints canonically,
@@ -17,6 +18,8 @@
 //!   (MariaDB Knowledge Base, "Global Transaction ID"); a GTID position
 //!   (`gtid_slave_pos`, `gtid_binlog_pos`, `gtid_current_pos`) is a comma
 //!   separated list with at most one GTID per replication domain.
+//! - seqno ranges: `12,14-16,20`, the committed seqnos a restart row records
+//!   above its low-water mark (shared/research/writeset.md §5).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -124,6 +127,15 @@ pub enum PositionError {
         /// The repeated domain id.
         domain_id: u32,
     },
+
+    /// A [`SeqnoRanges`] text (`12,14-16`) is malformed.
+    #[error("invalid seqno ranges {text:?}: {reason}")]
+    InvalidSeqnoRanges {
+        /// The whole text that failed to parse.
+        text: String,
+        /// The offending item and what was expected.
+        reason: String,
+    },
 }
 
 // ---------------------------------------------------------------------------
@@ -170,6 +182,7 @@ macro_rules! serde_as_text {
 mod binlog;
 mod channel;
 mod gtid;
+mod ranges;
 mod seqno;
 #[cfg(test)]
 mod tests;
@@ -177,4 +190,5 @@ mod tests;
 pub use binlog::*;
 pub use channel::*;
 pub use gtid::*;
+pub use ranges::*;
 pub use seqno::*;
