@@ -47,7 +47,7 @@ use shardrep::applier::progress::Progress;
 use shardrep::applier::work::{Marker, Work};
 use shardrep::config::ApplyConfig;
 use shardrep::event::Transaction;
-use shardrep::position::{Epoch, GtidPos, Seqno};
+use shardrep::position::{Epoch, GtidPos, Seqno, SeqnoRanges};
 use shardrep::scheduler::{self, Router, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
 
@@ -106,7 +106,7 @@ fn pool() -> Vec<Transaction> {
 
 /// Stands in for an apply channel: takes blocks as the real one does
 /// (`Work::Apply` items not `alone`, up to `block` of them), then releases
-/// their memory and reports the last one committed; SYNC and STOP markers
+/// their memory and reports them committed; SYNC and STOP markers
 /// are recorded at once. Ends when the scheduler's side closes.
 fn consumer(index: usize, input: Receiver<Work>, progress: Arc<Progress>, block: usize) {
     let mut pending: Option<Work> = None;
@@ -147,8 +147,10 @@ fn consumer(index: usize, input: Receiver<Work>, progress: Arc<Progress>, block:
                         }
                     }
                 }
-                // "Committed": the block's transactions are freed here, on
-                // the channel's thread, as in the real channel.
+                // "Committed": reported to the low-water mark, and the
+                // block's transactions freed here, on the channel's thread,
+                // as in the real channel.
+                progress.committed_block(held.iter().map(|t| t.seqno));
                 drop(held);
                 progress.release_memory(block_bytes);
                 progress.set_committed(index, last);
@@ -232,6 +234,7 @@ impl Channels {
             poll: Duration::from_millis(100),
             skip_seqnos: Vec::new(),
             immediate: None,
+            committed: SeqnoRanges::new(),
         };
         let start = Instant::now();
         scheduler::run(

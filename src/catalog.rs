@@ -59,12 +59,19 @@ pub const SCHEMA_EXISTS: &str =
 
 /// The `CREATE` statements of the catalog schema and the restart table.
 ///
-/// Columns: `channel` (primary key), `seqno` (-1 before the first
-/// transaction), `epoch`, `event_id` (binlog `file:pos` after the
-/// transaction), `gtid` (the source's GTID position after it), `shard_id`,
-/// `extract_time` (master commit time, UTC), `commit_time` (replica commit
-/// time, UTC), `applied_latency_ms`, `ddl_seqno` (see
-/// [`restart_mark_ddl`]; -1 when none).
+/// Columns: `channel` (primary key), `seqno` (the channel's highest
+/// committed transaction or marker; -1 before the first), `epoch`,
+/// `event_id` (binlog `file:pos` after that transaction), `gtid` (the
+/// source's GTID position after it), `shard_id`, `extract_time` (master
+/// commit time, UTC), `commit_time` (replica commit time, UTC),
+/// `applied_latency_ms`, `ddl_seqno` (see [`restart_mark_ddl`]; -1 when
+/// none), and the record of exactly which seqnos are committed
+/// (shared/research/writeset.md §5, "Choice 2"): `low_water` (a seqno L
+/// such that, when the row was written, every seqno up to L was committed
+/// by some channel or needs no apply; -1: none yet; NULL: a row written by
+/// a shardrep older than the column) and `committed_above` (the seqnos
+/// this channel committed above `low_water`, as ranges `12,14-16`, see
+/// `position::SeqnoRanges`).
 pub fn restart_create(catalog: &str) -> [String; 2] {
     let schema = quote_ident(catalog);
     [
@@ -80,7 +87,9 @@ pub fn restart_create(catalog: &str) -> [String; 2] {
              extract_time DATETIME(6) NULL, \
              commit_time DATETIME(6) NULL, \
              applied_latency_ms BIGINT NOT NULL DEFAULT 0, \
-             ddl_seqno BIGINT NOT NULL DEFAULT -1\
+             ddl_seqno BIGINT NOT NULL DEFAULT -1, \
+             low_water BIGINT NULL, \
+             committed_above TEXT CHARACTER SET ascii NOT NULL DEFAULT ''\
              ) ENGINE=InnoDB",
             quote_ident(RESTART_TABLE)
         ),
@@ -96,9 +105,31 @@ pub fn restart_add_ddl_seqno(catalog: &str) -> String {
     )
 }
 
+/// Adds `low_water` and `committed_above` to a restart table created
+/// before them (nothing when it has them). Rows written before read
+/// `low_water` NULL: they record only each channel's last seqno.
+pub fn restart_add_committed_set(catalog: &str) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN IF NOT EXISTS low_water BIGINT NULL, \
+         ADD COLUMN IF NOT EXISTS committed_above TEXT CHARACTER SET ascii NOT NULL DEFAULT ''",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
 /// Every restart row, by channel: `channel, seqno, epoch, event_id, gtid,
-/// shard_id`.
+/// shard_id, low_water, committed_above`.
 pub fn restart_select(catalog: &str) -> String {
+    format!(
+        "SELECT channel, seqno, epoch, event_id, gtid, shard_id, low_water, committed_above \
+         FROM {} ORDER BY channel",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
+/// Every restart row of a table without `low_water` and `committed_above`
+/// (not upgraded yet by [`restart_add_committed_set`]), by channel:
+/// `channel, seqno, epoch, event_id, gtid, shard_id`.
+pub fn restart_select_legacy(catalog: &str) -> String {
     format!(
         "SELECT channel, seqno, epoch, event_id, gtid, shard_id FROM {} ORDER BY channel",
         table(catalog, RESTART_TABLE)
@@ -113,25 +144,28 @@ pub fn restart_select_ddl(catalog: &str) -> String {
     )
 }
 
-/// Inserts one restart row. Parameters: `channel`, `seqno`, `epoch`,
-/// `event_id`, `gtid`, `shard_id`.
+/// Inserts one restart row (`committed_above` empty). Parameters:
+/// `channel`, `seqno`, `epoch`, `event_id`, `gtid`, `shard_id`,
+/// `low_water`.
 pub fn restart_insert(catalog: &str) -> String {
     format!(
-        "INSERT INTO {} (channel, seqno, epoch, event_id, gtid, shard_id) \
-         VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO {} (channel, seqno, epoch, event_id, gtid, shard_id, low_water) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
         table(catalog, RESTART_TABLE)
     )
 }
 
 /// The UPDATE that records a channel's progress, run just before COMMIT
 /// in the transaction that carries the data. Parameters, in order:
-/// `seqno`, `epoch`, `event_id`, `gtid`, `shard_id`, `extract_time` (Unix
-/// seconds, twice: the column and the latency), `channel`, then `seqno`
-/// again. The `seqno <= ?` guard keeps the row from moving backwards: such
-/// an update matches no row, which the channel treats as an error.
+/// `seqno`, `epoch`, `event_id`, `gtid`, `shard_id`, `low_water`,
+/// `committed_above`, `extract_time` (Unix seconds, twice: the column and
+/// the latency), `channel`, then `seqno` again. The `seqno <= ?` guard
+/// keeps the row from moving backwards: such an update matches no row,
+/// which the channel treats as an error.
 pub fn restart_update(catalog: &str) -> String {
     format!(
         "UPDATE {} SET seqno = ?, epoch = ?, event_id = ?, gtid = ?, shard_id = ?, \
+         low_water = ?, committed_above = ?, \
          extract_time = FROM_UNIXTIME(?), commit_time = UTC_TIMESTAMP(6), \
          applied_latency_ms = GREATEST(0, TIMESTAMPDIFF(MICROSECOND, FROM_UNIXTIME(?), UTC_TIMESTAMP(6)) DIV 1000) \
          WHERE channel = ? AND seqno <= ?",
@@ -310,7 +344,21 @@ mod tests {
             )
         );
         assert_eq!(
+            restart_add_committed_set(c),
+            format!(
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS low_water BIGINT NULL, ADD COLUMN IF \
+                 NOT EXISTS committed_above TEXT CHARACTER SET ascii NOT NULL DEFAULT ''"
+            )
+        );
+        assert_eq!(
             restart_select(c),
+            format!(
+                "SELECT channel, seqno, epoch, event_id, gtid, shard_id, low_water, \
+                 committed_above FROM {t} ORDER BY channel"
+            )
+        );
+        assert_eq!(
+            restart_select_legacy(c),
             format!(
                 "SELECT channel, seqno, epoch, event_id, gtid, shard_id FROM {t} ORDER BY channel"
             )
@@ -322,15 +370,15 @@ mod tests {
         assert_eq!(
             restart_insert(c),
             format!(
-                "INSERT INTO {t} (channel, seqno, epoch, event_id, gtid, shard_id) \
-                 VALUES (?, ?, ?, ?, ?, ?)"
+                "INSERT INTO {t} (channel, seqno, epoch, event_id, gtid, shard_id, low_water) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?)"
             )
         );
         assert_eq!(
             restart_update(c),
             format!(
                 "UPDATE {t} SET seqno = ?, epoch = ?, event_id = ?, gtid = ?, shard_id = ?, \
-                 extract_time = FROM_UNIXTIME(?), commit_time = UTC_TIMESTAMP(6), \
+                 low_water = ?, committed_above = ?, extract_time = FROM_UNIXTIME(?), commit_time = UTC_TIMESTAMP(6), \
                  applied_latency_ms = GREATEST(0, TIMESTAMPDIFF(MICROSECOND, FROM_UNIXTIME(?), \
                  UTC_TIMESTAMP(6)) DIV 1000) WHERE channel = ? AND seqno <= ?"
             )

@@ -30,6 +30,11 @@
 //!   routed the same way before and after the change.
 //! - **STOP**: on a stop request (or at `stop_after`), a STOP marker with
 //!   the last handled seqno goes to every channel: all rows end equal.
+//! - **Exactly once**: a seqno the restart rows record committed
+//!   (`SchedulerSettings::committed`, [`crate::applier::restart::recover`])
+//!   is never sent again. Every seqno is reported to the low-water mark
+//!   ([`Progress::dispatched`] before it is sent, [`Progress::handled`]
+//!   when it needs no apply), in seqno order.
 //! - **Temporary tables** (statement and mixed binlog formats): every
 //!   transaction of a master session that holds temporary tables, or
 //!   creates or drops one, runs on channel [`TEMP_TABLE_CHANNEL`] behind a
@@ -48,7 +53,7 @@ use crate::applier::error::ApplyError;
 use crate::applier::progress::Progress;
 use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
-use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
+use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno, SeqnoRanges};
 
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,6 +179,10 @@ pub struct SchedulerSettings {
     /// When set at the time of a stop request: stop without STOP markers
     /// (`offline --immediate`; channels may end at different seqnos).
     pub immediate: Option<Arc<AtomicBool>>,
+    /// Seqnos the restart rows record committed by an earlier run
+    /// ([`crate::applier::restart::Recovery::committed`]): never sent to a
+    /// channel again.
+    pub committed: SeqnoRanges,
 }
 
 /// A transaction as the scheduler takes it from the queue: with the epoch
@@ -324,7 +333,17 @@ where
             .skip_seqnos
             .iter()
             .any(|r| r.contains(&seqno.get()));
-        let route = if skipped {
+        let committed = settings.committed.contains(seqno);
+        let route = if committed {
+            tracing::debug!(
+                seqno = seqno.get(),
+                "transaction committed before the restart (restart rows); not applied again"
+            );
+            Route::Drop {
+                reason: "committed before the restart".into(),
+                warn: false,
+            }
+        } else if skipped {
             tracing::warn!(
                 seqno = seqno.get(),
                 event_id = %txn.end_position,
@@ -349,9 +368,11 @@ where
                 });
             }
             // A DBA's skip is counted in `skipped` only, not as a drop
-            // of the shard filter.
-            Route::Drop { .. } if skipped => {}
+            // of the shard filter; a seqno committed before the restart
+            // is not counted.
+            Route::Drop { .. } if skipped || committed => progress.handled(&marker),
             Route::Drop { reason, warn } => {
+                progress.handled(&marker);
                 if warn {
                     tracing::warn!(seqno = seqno.get(), shard = %txn.shard, %reason, "transaction dropped");
                 } else {
@@ -423,6 +444,7 @@ where
                         }
                     };
                     acquire(bytes)?;
+                    progress.dispatched(&marker);
                     send(
                         channel,
                         Work::Apply {
@@ -439,6 +461,7 @@ where
                         barrier(&last_sent)?;
                     }
                     acquire(bytes)?;
+                    progress.dispatched(&marker);
                     send(
                         channel,
                         Work::Apply {
@@ -731,6 +754,7 @@ mod tests {
             poll: Duration::from_millis(10),
             skip_seqnos: Vec::new(),
             immediate: None,
+            committed: SeqnoRanges::new(),
         };
         run(
             |_| {

@@ -437,7 +437,8 @@ async fn ddl_applies_in_order_and_is_not_rerun_after_a_crash() {
     expect(sb, a.clone(), b.clone()).await;
 
     // Crash after the DROP COLUMN ran but before its restart row: rewind
-    // that channel's row to just before it and mark the DDL as started.
+    // that channel's row to just before it and mark the DDL as started;
+    // no row can record the DDL as done (every low-water mark below it).
     let (ddl_seqno, shard) = queued_statement(&spec, sb, "DROP COLUMN");
     assert_eq!(shard, a);
     let channel = ChannelAssignment::from_config(&spec.config(sb).apply)
@@ -453,6 +454,8 @@ async fn ddl_applies_in_order_and_is_not_rerun_after_a_crash() {
         )
         .await
         .unwrap();
+    let below_the_ddl = format!("UPDATE {table} SET low_water = {}", ddl_seqno as i64 - 1);
+    replica.query_drop(&below_the_ddl).await.unwrap();
     let report = spec
         .run_until_idle(sb)
         .expect("the DDL replay is tolerated");
@@ -470,6 +473,7 @@ async fn ddl_applies_in_order_and_is_not_rerun_after_a_crash() {
         )
         .await
         .unwrap();
+    replica.query_drop(&below_the_ddl).await.unwrap();
     match spec.run_until_idle(sb) {
         Err(RunError::Apply(SchedulerError::Apply(e))) => {
             assert_eq!(e.code, 1091, "{e}");

@@ -62,7 +62,8 @@ async fn replica_equal(sb: &Sandbox, schema: &str, tables: &[&str]) {
 }
 
 /// Runs `ddl` on the master, waits for it, stops the service and rewinds
-/// the restart rows into the crash window; returns its seqno.
+/// the restart rows into the crash window (the DDL marked started, no row
+/// recording it done: every low-water mark below it); returns its seqno.
 async fn ddl_in_the_crash_window(
     sb: &Sandbox,
     spec: &ServiceSpec,
@@ -77,9 +78,9 @@ async fn ddl_in_the_crash_window(
         &mut sb.connect(TARGET).await,
         &format!(
             "SET SESSION sql_log_bin = 0; UPDATE {}.restart_position \
-             SET seqno = {}, ddl_seqno = {seqno}",
+             SET seqno = {before}, low_water = {before}, ddl_seqno = {seqno}",
             quote_ident(&spec.catalog()),
-            seqno - 1
+            before = seqno - 1
         ),
     )
     .await;

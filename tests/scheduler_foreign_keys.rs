@@ -13,7 +13,7 @@ use std::time::Duration;
 use shardrep::applier::progress::Progress;
 use shardrep::applier::work::Work;
 use shardrep::event::{Change, Statement, Transaction, UNKNOWN_SHARD};
-use shardrep::position::{BinlogPosition, Epoch, GtidPos, Seqno};
+use shardrep::position::{BinlogPosition, Epoch, GtidPos, Seqno, SeqnoRanges};
 use shardrep::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::foreign_keys::{ForeignKey, ForeignKeyRouting};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
@@ -139,6 +139,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         poll: Duration::from_millis(10),
         skip_seqnos: Vec::new(),
         immediate: None,
+        committed: SeqnoRanges::new(),
     };
     scheduler::run(
         |_| {

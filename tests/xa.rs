@@ -309,12 +309,13 @@ async fn a_crash_between_an_xa_statement_and_its_restart_row() {
     let process = start(sb, &spec);
     let catalog = quote_ident(&spec.catalog());
     let mut replica = sb.connect(TARGET).await;
-    // Restart rows back to `seqno - 1`, with `seqno` marked as started.
+    // Restart rows back to `seqno - 1` (their low-water marks too), with
+    // `seqno` marked as started.
     let rewind = |seqno: i64| {
         format!(
             "SET SESSION sql_log_bin = 0; UPDATE {catalog}.restart_position \
-             SET seqno = {}, ddl_seqno = {seqno}",
-            seqno - 1
+             SET seqno = {before}, low_water = {before}, ddl_seqno = {seqno}",
+            before = seqno - 1
         )
     };
 

@@ -45,14 +45,14 @@ use mysql_async::{Conn, Opts};
 
 use crate::applier::error::{at_block, connect_error, elide, ApplyError};
 use crate::applier::progress::Progress;
-use crate::applier::restart;
+use crate::applier::restart::{self, RestartRow};
 use crate::applier::retry::{classify, Backoff, ErrorClass};
 use crate::applier::session::{self, Origin};
 use crate::applier::sql::SqlBuilder;
 use crate::applier::table::TableCache;
 use crate::applier::work::{Marker, Work};
 use crate::event::{Change, Transaction};
-use crate::position::{ChannelId, Epoch, Seqno};
+use crate::position::{ChannelId, Epoch, Seqno, SeqnoRanges};
 use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
@@ -94,20 +94,57 @@ pub struct ChannelSettings {
     pub retry_max_backoff: Duration,
 }
 
-/// Starts channel `settings.channel` on its own thread; it ends after a
-/// STOP marker (Ok) or a definite error (recorded in `progress` too, once
-/// the channel runs; boxed: it is large, and rare).
+/// Where a channel starts: its restart row as read at the start of the
+/// run, and, when the rows record only each channel's last seqno
+/// ([`restart::Recovery::Legacy`]), the seqno through which it skips what
+/// it is sent (committed by it before).
+#[derive(Clone, Debug)]
+pub struct ChannelStart {
+    /// The channel's restart row.
+    pub row: RestartRow,
+    /// Legacy rows only: skip the transactions sent at or below this seqno.
+    pub legacy_skip_through: Option<Seqno>,
+}
+
+/// Records an error for a channel thread that panics, so that waits on
+/// the other channels' progress (barriers, a STOP's wait for the low-water
+/// mark) end instead of waiting for it for ever.
+struct PanicGuard<'a> {
+    channel: ChannelId,
+    progress: &'a Progress,
+}
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.progress.set_error(ApplyError::on_channel(
+                self.channel,
+                0,
+                "the channel's thread panicked (see the log)".into(),
+            ));
+        }
+    }
+}
+
+/// Starts channel `settings.channel` on its own thread, from `start`; it
+/// ends after a STOP marker (Ok) or a definite error (recorded in
+/// `progress` too, once the channel runs; boxed: it is large, and rare).
 ///
 /// # Errors
 /// The thread could not be spawned.
 pub fn spawn(
     settings: ChannelSettings,
+    start: ChannelStart,
     input: Receiver<Work>,
     progress: Arc<Progress>,
 ) -> std::io::Result<std::thread::JoinHandle<Result<(), Box<ApplyError>>>> {
     std::thread::Builder::new()
         .name(format!("shardrep-apply-{:02}", settings.channel.get()))
         .spawn(move || {
+            let _guard = PanicGuard {
+                channel: settings.channel,
+                progress: &progress,
+            };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -119,7 +156,7 @@ pub fn spawn(
                     ))
                 })?;
             let channel = settings.channel.index();
-            let result = runtime.block_on(run(settings, input, progress.clone()));
+            let result = runtime.block_on(run(settings, start, input, progress.clone()));
             if let Err(e) = &result {
                 tracing::error!(channel, error = %e, "channel stopped on an error");
                 progress.set_error(e.clone());
@@ -134,8 +171,19 @@ struct Channel {
     builder: SqlBuilder,
     /// The replica's tables as this channel last saw them.
     tables: TableCache,
-    /// Last committed seqno of this channel (restart row).
+    /// The seqno of this channel's restart row: the highest it committed
+    /// (transaction or marker). A transaction below it (a gap of an
+    /// earlier run, sent here after a restart) leaves the row's seqno and
+    /// position as they are ([`Channel::next_row`]).
     committed: Option<Seqno>,
+    /// The restart row last written (or read at start): its position is
+    /// kept when a block below it commits.
+    row: RestartRow,
+    /// The seqnos this channel committed above the last low-water mark it
+    /// wrote (pruned at each write): its rows' `committed_above`.
+    committed_set: SeqnoRanges,
+    /// Legacy rows only ([`ChannelStart`]): skip what is sent at or below.
+    legacy_skip_through: Option<Seqno>,
     /// Shared progress (DDL epoch, retry count).
     progress: Arc<Progress>,
     /// The DDL epoch the cached shapes belong to.
@@ -154,10 +202,11 @@ struct Channel {
 
 async fn run(
     settings: ChannelSettings,
+    start: ChannelStart,
     input: Receiver<Work>,
     progress: Arc<Progress>,
 ) -> Result<(), ApplyError> {
-    let mut channel = Channel::connect(settings, progress.clone()).await?;
+    let mut channel = Channel::connect(settings, start, progress.clone()).await?;
     let result = work(&mut channel, &input, &progress).await;
     // Say goodbye (COM_QUIT), so that the replica does not log an aborted
     // connection; an open transaction (after an error) is rolled back by
@@ -185,7 +234,7 @@ async fn work(
         };
         match first {
             Work::Stop(marker) => {
-                if channel.record_marker(&marker).await? {
+                if channel.record_stop(&marker).await? {
                     progress.set_marker(index, marker.clone());
                 }
                 progress.set_committed(index, channel.committed.unwrap_or(marker.seqno));
@@ -255,7 +304,6 @@ async fn work(
                 }
                 let before = channel.committed;
                 channel.apply_block(&block, &last_marker).await?;
-                progress.record_applied(index, &block, before);
                 drop(block);
                 progress.release_memory(block_bytes);
                 if channel.committed != before {
@@ -287,6 +335,7 @@ fn is_ddl(txn: &Transaction) -> bool {
 impl Channel {
     async fn connect(
         settings: ChannelSettings,
+        start: ChannelStart,
         progress: Arc<Progress>,
     ) -> Result<Channel, ApplyError> {
         let mut conn = Conn::new(settings.opts.clone())
@@ -304,14 +353,21 @@ impl Channel {
                  'already exists/does not exist' as done"
             );
         }
-        let committed = progress.committed(settings.channel.index());
         let seen_ddl_epoch = progress.ddl_epoch();
+        let ChannelStart {
+            mut row,
+            legacy_skip_through,
+        } = start;
+        let committed_set = std::mem::take(&mut row.committed_above);
         let mut channel = Channel {
             settings,
             conn,
             builder: SqlBuilder::new(),
             tables: TableCache::default(),
-            committed,
+            committed: row.seqno,
+            row,
+            committed_set,
+            legacy_skip_through,
             progress,
             seen_ddl_epoch,
             replay_ddl,
@@ -386,16 +442,28 @@ impl Channel {
         }
     }
 
-    /// Applies a block with retries of transient errors.
+    /// Applies a block with retries of transient errors; its restart row
+    /// records it ([`Channel::next_row`]). With legacy rows, what the
+    /// channel committed before (at or below its row) is only recorded as
+    /// committed.
     async fn apply_block(
         &mut self,
         block: &[(Arc<Transaction>, Epoch)],
         marker: &Marker,
     ) -> Result<(), ApplyError> {
-        let todo: Vec<&(Arc<Transaction>, Epoch)> = block
-            .iter()
-            .filter(|(t, _)| self.committed.is_none_or(|c| t.seqno > c))
-            .collect();
+        let todo: Vec<&(Arc<Transaction>, Epoch)> = match self.legacy_skip_through {
+            None => block.iter().collect(),
+            Some(through) => {
+                let (done, todo): (Vec<_>, Vec<_>) =
+                    block.iter().partition(|(t, _)| t.seqno <= through);
+                for (t, _) in &done {
+                    self.committed_set.insert(t.seqno);
+                }
+                self.progress
+                    .committed_block(done.iter().map(|(t, _)| t.seqno));
+                todo
+            }
+        };
         if todo.is_empty() {
             return Ok(());
         }
@@ -408,12 +476,17 @@ impl Channel {
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         let mut reconnect_error: Option<String> = None;
         loop {
-            let attempt = self.try_block(&todo, ddl, marker).await;
+            let row = self.next_row(marker, todo.iter().map(|(t, _)| t.seqno));
+            let attempt = self.try_block(&todo, ddl, &row).await;
             let attempt = attempt
                 .map_err(|(e, cause)| (at_block(e, &todo, reconnect_error.as_deref()), cause));
             match attempt {
                 Ok(()) => {
-                    self.committed = todo.last().map(|(t, _)| t.seqno);
+                    self.row_written(row);
+                    self.progress
+                        .committed_block(todo.iter().map(|(t, _)| t.seqno));
+                    self.progress
+                        .record_applied(self.settings.channel.index(), &todo);
                     if ddl {
                         self.replay_ddl = None;
                         self.forget_tables();
@@ -485,7 +558,7 @@ impl Channel {
         &mut self,
         todo: &[&(Arc<Transaction>, Epoch)],
         ddl: bool,
-        marker: &Marker,
+        row: &RestartRow,
     ) -> Attempt {
         if let Some((txn, epoch, role)) = todo
             .iter()
@@ -504,7 +577,7 @@ impl Channel {
                     None,
                 ));
             }
-            return self.try_xa(txn, epoch, &role, marker).await;
+            return self.try_xa(txn, epoch, &role, row).await;
         }
         {
             let (first, epoch) = todo[0];
@@ -515,7 +588,7 @@ impl Channel {
             self.mark_started(txn, *epoch).await?;
         }
         if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
-            match self.try_block_batched(todo, marker).await {
+            match self.try_block_batched(todo, row).await {
                 Ok(()) => return Ok(()),
                 Err((error, _)) => {
                     // Errors are reported by the statement-at-a-time path:
@@ -538,9 +611,7 @@ impl Channel {
             self.apply_txn(txn, *epoch).await?;
         }
         let (last, epoch) = todo.last().expect("non-empty block");
-        debug_assert_eq!(marker.seqno, last.seqno);
-        let row = marker.row(self.settings.channel);
-        self.update_row(&row, last.commit_timestamp, Some((last, *epoch)))
+        self.update_row(row, last.commit_timestamp, Some((last, *epoch)))
             .await?;
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
         Ok(())

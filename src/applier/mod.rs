@@ -12,10 +12,12 @@
 //! - [`retry`]: which errors are retried and which stop the service.
 //! - [`ddl_replay`]: which DDL a channel replays after a crash.
 //! - [`restart`]: the per-channel restart rows in the catalog schema
-//!   (their table's names and statement texts: [`crate::catalog`]).
+//!   (their table's names and statement texts: [`crate::catalog`]), and
+//!   what a restart applies from them (`restart::recover`).
 //! - [`skipped`]: the seqnos the DBA chose to skip, in the catalog schema.
 //! - [`work`]: what the scheduler sends a channel, and the markers.
 //! - [`progress`]: what the channels share with the scheduler and status.
+//! - [`low_water`]: the running low-water mark (every seqno up to it done).
 //! - [`error`]: the definite apply error.
 //! - [`channel`]: one channel's thread, blocks and commits.
 
@@ -23,6 +25,7 @@ pub mod channel;
 pub mod columns;
 pub mod ddl_replay;
 pub mod error;
+pub mod low_water;
 pub mod progress;
 pub mod restart;
 pub mod retry;

@@ -1,6 +1,8 @@
 //! [`Progress`]: what the channels share with the scheduler and status:
-//! each channel's last committed seqno and position, the first definite
-//! error, counts per channel and shard, and the in-flight memory budget.
+//! each channel's last committed seqno and position, the low-water mark
+//! over all channels ([`LowWaterBooks`]) and the highest one written in a
+//! restart row, the first definite error, counts per channel and shard,
+//! and the in-flight memory budget.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::applier::error::ApplyError;
+use crate::applier::low_water::LowWaterBooks;
 use crate::applier::work::{AppliedMarker, Marker, ShardApplied};
 use crate::event::Transaction;
 use crate::position::{Epoch, Seqno};
@@ -18,6 +21,13 @@ use crate::position::{Epoch, Seqno};
 #[derive(Debug)]
 pub struct Progress {
     committed: Vec<CommittedSeqno>,
+    /// The low-water mark's books (scheduler: handled and dispatched
+    /// seqnos; channels: committed ones).
+    books: Mutex<LowWaterBooks>,
+    /// The highest low-water mark committed in a restart row (plus one, 0:
+    /// none): a restart reads the queue from above it, so the queue may be
+    /// purged up to it.
+    durable_low_water: CommittedSeqno,
     /// Bumped by every channel after it applies DDL: channels forget their
     /// cached table shapes when it changes (a DDL on one channel may alter
     /// a table another channel also writes, e.g. in critical transactions).
@@ -70,10 +80,14 @@ impl CommittedSeqno {
 
 impl Progress {
     /// Progress for `channels` channels, each starting at its restart
-    /// row's seqno.
+    /// row's seqno, with the low-water mark at the lowest of them
+    /// ([`Progress::with_low_water`] sets it).
     pub fn new(start: &[Option<Seqno>]) -> Progress {
+        let lowest = start.iter().copied().min().flatten();
         Progress {
             committed: start.iter().map(|s| CommittedSeqno::new(*s)).collect(),
+            books: Mutex::new(LowWaterBooks::new(lowest)),
+            durable_low_water: CommittedSeqno::new(lowest),
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             markers: Mutex::new(vec![None; start.len()]),
@@ -100,6 +114,79 @@ impl Progress {
             .map(|c| self.committed(c))
             .min()
             .flatten()
+    }
+
+    /// The same progress with the low-water mark at `base`, the recovered
+    /// one ([`crate::applier::restart::Recovery::base`]): every seqno up to
+    /// it is done and recorded in the restart rows, and the scheduler
+    /// handles the seqnos after it.
+    pub fn with_low_water(self, base: Option<Seqno>) -> Progress {
+        *self.books.lock().expect("low-water lock") = LowWaterBooks::new(base);
+        Progress {
+            durable_low_water: CommittedSeqno::new(base),
+            ..self
+        }
+    }
+
+    /// The scheduler sends `marker`'s seqno to a channel: it stays in
+    /// flight, holding the low-water mark below it, until committed.
+    pub fn dispatched(&self, marker: &Arc<Marker>) {
+        self.books
+            .lock()
+            .expect("low-water lock")
+            .dispatched(marker);
+    }
+
+    /// The scheduler handled `marker`'s seqno without sending it to a
+    /// channel (dropped by the shard filter, skipped by the DBA, or
+    /// recorded committed by an earlier run).
+    pub fn handled(&self, marker: &Arc<Marker>) {
+        self.books.lock().expect("low-water lock").handled(marker);
+    }
+
+    /// A channel committed `seqnos` (durably: after COMMIT), or
+    /// found them committed by an earlier run; wakes
+    /// [`Progress::wait_until`] waiters. One lock for the whole block.
+    pub fn committed_block(&self, seqnos: impl IntoIterator<Item = Seqno>) {
+        {
+            let mut books = self.books.lock().expect("low-water lock");
+            for s in seqnos {
+                books.committed(s);
+            }
+        }
+        let _guard = self.lock.lock().expect("progress lock");
+        self.changed.notify_all();
+    }
+
+    /// The low-water mark: every seqno up to it is committed by some
+    /// channel or needs no apply (`None`: none known). The scheduler may
+    /// bound dispatch to it plus a window.
+    pub fn low_water(&self) -> Option<Seqno> {
+        self.books.lock().expect("low-water lock").low_water()
+    }
+
+    /// The low-water mark with its marker, when this run handled that
+    /// seqno (status: `appliedLastSeqno` and its event id).
+    pub fn low_water_marker(&self) -> (Option<Seqno>, Option<Arc<Marker>>) {
+        let books = self.books.lock().expect("low-water lock");
+        (books.low_water(), books.low_water_marker())
+    }
+
+    /// Dispatched seqnos the low-water mark waits for (the in-flight
+    /// window).
+    pub fn in_flight_seqnos(&self) -> usize {
+        self.books.lock().expect("low-water lock").in_flight()
+    }
+
+    /// The highest low-water mark committed in a restart row (the
+    /// recovered base at first): a restart reads the queue from above it.
+    pub fn durable_low_water(&self) -> Option<Seqno> {
+        self.durable_low_water.load()
+    }
+
+    /// A channel committed a restart row with low-water mark `seqno`.
+    pub(super) fn set_durable_low_water(&self, seqno: Seqno) {
+        self.durable_low_water.raise(seqno);
     }
 
     /// The same progress with a memory budget: at most `bytes` of
@@ -168,23 +255,16 @@ impl Progress {
         self.shards.lock().expect("shards lock").get(shard).cloned()
     }
 
-    /// Counts the transactions of `block` above `before` (those the
-    /// channel just committed; lower ones were committed in an earlier run
-    /// and skipped) for channel `channel` and their shards.
-    pub(super) fn record_applied(
-        &self,
-        channel: usize,
-        block: &[(Arc<Transaction>, Epoch)],
-        before: Option<Seqno>,
-    ) {
+    /// Counts the transactions of `applied` (those channel `channel` just
+    /// committed) for the channel and their shards.
+    pub(super) fn record_applied(&self, channel: usize, applied: &[&(Arc<Transaction>, Epoch)]) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let fresh = |t: &Transaction| before.is_none_or(|b| t.seqno > b);
         let mut count = 0;
         // Per shard of the block: how many, and its last transaction.
         let mut per_shard: Vec<(&str, u64, &Transaction)> = Vec::new();
-        for (txn, _) in block.iter().filter(|(t, _)| fresh(t)) {
+        for (txn, _) in applied.iter().copied() {
             count += 1;
             match per_shard.iter_mut().find(|(s, _, _)| *s == txn.shard) {
                 Some(entry) => {

@@ -23,7 +23,60 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as Param};
 
 use crate::catalog::{self, RESTART_TABLE};
-use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, PositionError, Seqno};
+use crate::mysql::error_codes::ER_BAD_FIELD_ERROR;
+use crate::position::{
+    BinlogPosition, ChannelId, Epoch, GtidPos, PositionError, Seqno, SeqnoRanges,
+};
+
+mod recovery;
+
+pub use recovery::{all_done_at, recover, Recovery};
+
+/// A restart row's `low_water`: a seqno L such that, when the row was
+/// written, every seqno up to L was committed (by some channel) or needed
+/// no apply (shared/research/writeset.md §5; column doc in
+/// [`catalog::restart_create`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LowWater {
+    /// Not recorded (stored NULL): a row written by a shardrep older than
+    /// the column, or built without one. Such a row records only its
+    /// channel's last seqno.
+    Unrecorded,
+    /// Nothing known committed yet (stored -1).
+    BeforeFirst,
+    /// Every seqno up to this one.
+    At(Seqno),
+}
+
+impl LowWater {
+    /// The low-water mark of `seqno` (`None`: [`LowWater::BeforeFirst`]).
+    pub fn of(seqno: Option<Seqno>) -> LowWater {
+        seqno.map_or(LowWater::BeforeFirst, LowWater::At)
+    }
+
+    /// The seqno every seqno up to which is done; `None` for
+    /// [`LowWater::BeforeFirst`] and [`LowWater::Unrecorded`].
+    pub fn seqno(self) -> Option<Seqno> {
+        match self {
+            LowWater::At(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the row recorded no low-water mark (NULL).
+    pub fn is_unrecorded(self) -> bool {
+        self == LowWater::Unrecorded
+    }
+
+    /// The stored value: NULL, -1 or the seqno.
+    pub fn stored(self) -> Option<i64> {
+        match self {
+            LowWater::Unrecorded => None,
+            LowWater::BeforeFirst => Some(-1),
+            LowWater::At(s) => Some(s.get() as i64),
+        }
+    }
+}
 
 /// One channel's restart row, typed: parsed once from its SQL row by
 /// [`read`], written back as text by [`update_params`].
@@ -43,10 +96,16 @@ pub struct RestartRow {
     pub gtid: GtidPos,
     /// Shard of that transaction.
     pub shard_id: String,
+    /// Every seqno up to this one was done when the row was written.
+    pub low_water: LowWater,
+    /// The seqnos this channel committed above `low_water` (seqnos at or
+    /// below it may be listed too; they mean nothing more).
+    pub committed_above: SeqnoRanges,
 }
 
 impl RestartRow {
-    /// The row of `channel` before anything was recorded.
+    /// The row of `channel` before anything was recorded (its low-water
+    /// mark [`LowWater::Unrecorded`]).
     pub fn empty(channel: ChannelId) -> RestartRow {
         RestartRow {
             channel,
@@ -55,6 +114,8 @@ impl RestartRow {
             event_id: None,
             gtid: GtidPos::new(),
             shard_id: String::new(),
+            low_water: LowWater::Unrecorded,
+            committed_above: SeqnoRanges::new(),
         }
     }
 
@@ -100,6 +161,8 @@ pub fn update_params(row: &RestartRow, extract_time: u32) -> Params {
         Param::Bytes(row.event_id_text().into_bytes()),
         Param::Bytes(row.gtid.to_string().into_bytes()),
         Param::Bytes(row.shard_id.as_bytes().to_vec()),
+        row.low_water.stored().map_or(Param::NULL, Param::Int),
+        Param::Bytes(row.committed_above.to_string().into_bytes()),
         Param::UInt(u64::from(extract_time)),
         Param::UInt(u64::from(extract_time)),
         Param::UInt(u64::from(row.channel.get())),
@@ -161,20 +224,53 @@ pub enum RestartError {
         #[source]
         source: Box<PositionError>,
     },
-    /// A stored seqno below -1: neither "nothing applied" (-1) nor a
-    /// seqno. Taken as "nothing applied", it would replay the queue from
-    /// its start.
+    /// A stored seqno (or low-water mark) below -1: neither "nothing
+    /// applied" (-1) nor a seqno. Taken as "nothing applied", it would
+    /// replay the queue from its start.
     #[error(
-        "restart row of channel {channel} ({catalog}.{RESTART_TABLE}): seqno {seqno} is neither \
-         -1 (nothing applied yet) nor a seqno (0 or more)"
+        "restart row of channel {channel} ({catalog}.{RESTART_TABLE}): {column} {seqno} is \
+         neither -1 (nothing applied yet) nor a seqno (0 or more)"
     )]
     BadSeqno {
         /// Catalog schema.
         catalog: String,
         /// The row's channel.
         channel: u16,
+        /// The column (`seqno`, `low_water`).
+        column: &'static str,
         /// The stored value.
         seqno: i64,
+    },
+    /// A row's `committed_above` names a seqno above the row's own seqno:
+    /// a channel records only seqnos it committed, and its row's seqno is
+    /// the highest of them. Trusted, it would skip a seqno nobody applied.
+    #[error(
+        "restart row of channel {channel}: committed_above {text:?} names seqno {named}, above \
+         the row's own seqno {seqno} (a channel records only the seqnos it committed, the \
+         highest in its seqno column): restore the row"
+    )]
+    CommittedAboveSeqno {
+        /// The row's channel.
+        channel: u16,
+        /// The stored `committed_above`.
+        text: String,
+        /// Its highest seqno.
+        named: u64,
+        /// The row's seqno (-1: none).
+        seqno: i64,
+    },
+    /// The rows record only each channel's last seqno (written by an older
+    /// shardrep) and are at different seqnos: a restart is exact only
+    /// with a fixed shard-to-channel assignment.
+    #[error(
+        "restart rows ({seqnos}) were written by an older shardrep (no low_water): they record \
+         only each channel's last seqno, which is exact only when each shard always runs on the \
+         same channel. Start with parallelism = \"shard\" and go offline cleanly once (every \
+         row then records the committed set), then change it"
+    )]
+    LegacyRows {
+        /// The stored seqnos, comma separated.
+        seqnos: String,
     },
     /// The rows are as many as the configured channels, but their channel
     /// numbers are not 0 to N-1: a channel would find no row of its own.
@@ -219,15 +315,18 @@ pub async fn prepare(
     for statement in catalog::restart_create(catalog) {
         conn.query_drop(statement).await.map_err(sql_err)?;
     }
-    // Tables created before the DDL mark existed.
+    // Tables created before the DDL mark, or the committed set, existed.
     conn.query_drop(catalog::restart_add_ddl_seqno(catalog))
+        .await
+        .map_err(sql_err)?;
+    conn.query_drop(catalog::restart_add_committed_set(catalog))
         .await
         .map_err(sql_err)?;
     let mut rows = read(conn, catalog).await?;
     if rows.len() != usize::from(channels) {
-        let distinct: std::collections::BTreeSet<Option<Seqno>> =
-            rows.iter().map(|r| r.seqno).collect();
-        if distinct.len() > 1 {
+        // New rows at one seqno S are exact only when every seqno up to S
+        // is done.
+        if all_done_at(&rows).is_none() {
             return Err(RestartError::ChannelCountChange {
                 catalog: catalog.to_string(),
                 stored: rows.len(),
@@ -259,6 +358,7 @@ pub async fn prepare(
                     template.event_id_text(),
                     template.gtid.to_string(),
                     template.shard_id.clone(),
+                    LowWater::of(template.seqno).stored(),
                 ),
             )
             .await
@@ -287,61 +387,103 @@ pub async fn prepare(
 }
 
 /// Every restart row, by channel, parsed: this is where the stored text
-/// of a restart row becomes typed, and nowhere else.
+/// of a restart row becomes typed, and nowhere else. A table without the
+/// `low_water` and `committed_above` columns (an older shardrep's, not
+/// upgraded yet by [`prepare`]) reads as rows with
+/// [`LowWater::Unrecorded`] and nothing committed above.
 ///
 /// # Errors
 /// [`RestartError::Sql`]; [`RestartError::Malformed`] for an `event_id`
-/// that is neither empty nor a binlog position, or a `gtid` that is not a
-/// MariaDB GTID position (empty is the empty position), naming the channel
-/// and the text; [`RestartError::BadSeqno`] for a seqno below -1.
+/// that is neither empty nor a binlog position, a `gtid` that is not a
+/// MariaDB GTID position (empty is the empty position), or a
+/// `committed_above` that is not seqno ranges, naming the channel and the
+/// text; [`RestartError::BadSeqno`] for a seqno or low-water mark below
+/// -1.
 pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, RestartError> {
-    let rows: Vec<(u16, i64, u64, String, String, String)> = conn
-        .query(catalog::restart_select(catalog))
-        .await
-        .map_err(|source| RestartError::Sql {
-            catalog: catalog.to_string(),
-            source,
-        })?;
+    type Stored = (u16, i64, u64, String, String, String, Option<i64>, String);
+    let sql_err = |source| RestartError::Sql {
+        catalog: catalog.to_string(),
+        source,
+    };
+    let rows: Vec<Stored> = match conn.query(catalog::restart_select(catalog)).await {
+        Ok(rows) => rows,
+        Err(mysql_async::Error::Server(e)) if e.code == ER_BAD_FIELD_ERROR => {
+            let legacy: Vec<(u16, i64, u64, String, String, String)> = conn
+                .query(catalog::restart_select_legacy(catalog))
+                .await
+                .map_err(sql_err)?;
+            legacy
+                .into_iter()
+                .map(|(c, s, e, id, g, sh)| (c, s, e, id, g, sh, None, String::new()))
+                .collect()
+        }
+        Err(e) => return Err(sql_err(e)),
+    };
     rows.into_iter()
-        .map(|(channel, seqno, epoch, event_id, gtid, shard_id)| {
-            let malformed = |column, text: String, expected, source| RestartError::Malformed {
-                catalog: catalog.to_string(),
-                channel,
-                column,
-                text,
-                expected,
-                source: Box::new(source),
-            };
-            let event_id = if event_id.is_empty() {
-                None
-            } else {
-                match event_id.parse::<BinlogPosition>() {
-                    Ok(position) => Some(position),
-                    Err(e) => return Err(malformed("event_id", event_id, "a binlog position", e)),
-                }
-            };
-            let gtid = match gtid.parse::<GtidPos>() {
-                Ok(pos) => pos,
-                Err(e) => {
-                    return Err(malformed("gtid", gtid, "a MariaDB GTID position", e));
-                }
-            };
-            if seqno < -1 {
-                return Err(RestartError::BadSeqno {
+        .map(
+            |(channel, seqno, epoch, event_id, gtid, shard_id, low_water, committed_above)| {
+                let malformed = |column, text: String, expected, source| RestartError::Malformed {
                     catalog: catalog.to_string(),
                     channel,
+                    column,
+                    text,
+                    expected,
+                    source: Box::new(source),
+                };
+                let bad_seqno = |column, seqno| RestartError::BadSeqno {
+                    catalog: catalog.to_string(),
+                    channel,
+                    column,
                     seqno,
-                });
-            }
-            Ok(RestartRow {
-                channel: ChannelId::recorded(channel),
-                seqno: u64::try_from(seqno).ok().map(Seqno),
-                epoch: Epoch(epoch),
-                event_id,
-                gtid,
-                shard_id,
-            })
-        })
+                };
+                let event_id = if event_id.is_empty() {
+                    None
+                } else {
+                    match event_id.parse::<BinlogPosition>() {
+                        Ok(position) => Some(position),
+                        Err(e) => {
+                            return Err(malformed("event_id", event_id, "a binlog position", e))
+                        }
+                    }
+                };
+                let gtid = match gtid.parse::<GtidPos>() {
+                    Ok(pos) => pos,
+                    Err(e) => {
+                        return Err(malformed("gtid", gtid, "a MariaDB GTID position", e));
+                    }
+                };
+                if seqno < -1 {
+                    return Err(bad_seqno("seqno", seqno));
+                }
+                let low_water = match low_water {
+                    None => LowWater::Unrecorded,
+                    Some(-1) => LowWater::BeforeFirst,
+                    Some(n) if n < -1 => return Err(bad_seqno("low_water", n)),
+                    Some(n) => LowWater::At(Seqno(n as u64)),
+                };
+                let committed_above = match committed_above.parse::<SeqnoRanges>() {
+                    Ok(set) => set,
+                    Err(e) => {
+                        return Err(malformed(
+                            "committed_above",
+                            committed_above,
+                            "seqno ranges (e.g. 12,14-16)",
+                            e,
+                        ))
+                    }
+                };
+                Ok(RestartRow {
+                    channel: ChannelId::recorded(channel),
+                    seqno: u64::try_from(seqno).ok().map(Seqno),
+                    epoch: Epoch(epoch),
+                    event_id,
+                    gtid,
+                    shard_id,
+                    low_water,
+                    committed_above,
+                })
+            },
+        )
         .collect()
 }
 
@@ -391,6 +533,8 @@ mod tests {
             event_id: Some("mariadb-bin.000002:1234".parse().unwrap()),
             gtid: "0-1-99".parse().unwrap(),
             shard_id: "sb01".into(),
+            low_water: LowWater::At(Seqno(39)),
+            committed_above: "41-42".parse().unwrap(),
         };
         let Params::Positional(p) = update_params(&row, 1_700_000_000) else {
             panic!("positional")
@@ -399,8 +543,18 @@ mod tests {
         assert_eq!(p[1], Param::UInt(7));
         assert_eq!(p[2], Param::Bytes(b"mariadb-bin.000002:1234".to_vec()));
         assert_eq!(p[3], Param::Bytes(b"0-1-99".to_vec()));
-        assert_eq!(p[7], Param::UInt(3));
-        assert_eq!(p[8], Param::Int(42));
-        assert_eq!(p.len(), 9);
+        assert_eq!(p[5], Param::Int(39));
+        assert_eq!(p[6], Param::Bytes(b"41-42".to_vec()));
+        assert_eq!(p[9], Param::UInt(3));
+        assert_eq!(p[10], Param::Int(42));
+        assert_eq!(p.len(), 11);
+        // Not recorded: NULL; nothing yet: -1.
+        let unrecorded = RestartRow::empty(ChannelId::recorded(0));
+        let Params::Positional(p) = update_params(&unrecorded, 0) else {
+            panic!("positional")
+        };
+        assert_eq!((&p[5], &p[6]), (&Param::NULL, &Param::Bytes(Vec::new())));
+        assert_eq!(LowWater::BeforeFirst.stored(), Some(-1));
+        assert_eq!(LowWater::of(Some(Seqno(5))), LowWater::At(Seqno(5)));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::applier::restart::RestartRow;
+use crate::applier::restart::{LowWater, RestartRow};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
 
@@ -83,7 +83,9 @@ impl Marker {
         Marker::new(txn, epoch, GtidPos::new())
     }
 
-    /// The restart row of channel `channel` at this position.
+    /// The restart row of channel `channel` at this position, without the
+    /// committed record (`low_water` [`LowWater::Unrecorded`], nothing
+    /// above it): the writer sets them.
     pub fn row(&self, channel: ChannelId) -> RestartRow {
         RestartRow {
             channel,
@@ -92,6 +94,8 @@ impl Marker {
             event_id: Some(self.event_id.clone()),
             gtid: self.gtid.clone(),
             shard_id: self.shard_id.clone(),
+            low_water: LowWater::Unrecorded,
+            committed_above: crate::position::SeqnoRanges::new(),
         }
     }
 }

@@ -98,7 +98,7 @@ enum Command {
             conflicts_with = "applied"
         )]
         state: Option<State>,
-        /// Wait until appliedLastSeqno (committed by every channel) is at
+        /// Wait until appliedLastSeqno (every seqno up to it committed) is at
         /// least N.
         #[arg(long, value_name = "N")]
         applied: Option<u64>,

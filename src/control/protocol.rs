@@ -430,8 +430,10 @@ pub struct Status {
     pub role: String,
     /// `state`.
     pub state: State,
-    /// `appliedLastSeqno`: the highest seqno every channel has committed
-    /// (the minimum of the restart rows); `null` before the first.
+    /// `appliedLastSeqno`: the low-water mark, the highest seqno such that
+    /// every seqno up to it is committed (by any channel) or needs no
+    /// apply (offline: the restart rows' recovered mark,
+    /// `applier::restart::recover`); `null` before the first.
     pub applied_last_seqno: Option<u64>,
     /// `appliedLastEventId`: the binlog position (`file:pos`) after that
     /// transaction.

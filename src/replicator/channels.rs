@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::applier::channel::{self, ChannelSettings};
+use crate::applier::channel::{self, ChannelSettings, ChannelStart};
 use crate::applier::error::ApplyError;
 use crate::applier::progress::Progress;
-use crate::applier::restart::RestartRow;
+use crate::applier::restart::{Recovery, RestartRow};
 use crate::applier::work::Work;
 use crate::config::Config;
 use crate::position::ChannelId;
@@ -26,8 +26,9 @@ pub(super) struct Channels {
 }
 
 impl Channels {
-    /// Starts `config.apply.channels` channels, each resuming after its
-    /// restart row in `rows`, writing to the catalog `catalog`.
+    /// Starts `config.apply.channels` channels, each from its restart row
+    /// in `rows` as `recovery` reads them (the low-water mark at its base),
+    /// writing to the catalog `catalog`.
     ///
     /// # Errors
     /// [`RunError::Setup`] when a thread cannot be started.
@@ -35,9 +36,11 @@ impl Channels {
         config: &Config,
         catalog: &str,
         rows: &[RestartRow],
+        recovery: &Recovery,
     ) -> Result<Channels, RunError> {
         let progress = Arc::new(
             Progress::new(&rows.iter().map(|r| r.seqno).collect::<Vec<_>>())
+                .with_low_water(recovery.base())
                 .with_memory_budget(config.apply.max_in_flight_bytes),
         );
         let capacity = (config.apply.block_commit_txns as usize).clamp(16, 1024) * 2;
@@ -56,8 +59,15 @@ impl Channels {
                 retry_max_attempts: config.apply.retry_max_attempts,
                 retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
             };
+            let start = ChannelStart {
+                row: rows
+                    .get(id.index())
+                    .cloned()
+                    .unwrap_or_else(|| RestartRow::empty(id)),
+                legacy_skip_through: recovery.legacy_skip_through(id),
+            };
             handles.push(
-                channel::spawn(settings, rx, progress.clone())
+                channel::spawn(settings, start, rx, progress.clone())
                     .map_err(|e| RunError::setup(format!("cannot start channel {id}: {e}")))?,
             );
             senders.push(tx);

@@ -1,5 +1,8 @@
-//! Purging the queue of what every channel has committed, from the feed
-//! every [`PURGE_EVERY`] dispatched transactions.
+//! Purging the queue of what a restart will not read again, from the feed
+//! every [`PURGE_EVERY`] dispatched transactions: a restart reads the queue
+//! from above the highest low-water mark written in a restart row (or,
+//! with rows of an older shardrep, above the lowest row), so nothing above
+//! either is purged.
 
 use crate::applier::progress::Progress;
 use crate::queue::TransactionQueue;
@@ -16,8 +19,10 @@ pub(super) struct Purger {
 
 impl Purger {
     /// One more transaction handed to the scheduler: every
-    /// [`PURGE_EVERY`]th purges `queue` below the lowest seqno every
-    /// channel has committed (`purge_applied` keeps `retention_seqnos`
+    /// [`PURGE_EVERY`]th purges `queue` up to the lower of the highest
+    /// low-water mark written in a restart row
+    /// ([`Progress::durable_low_water`]) and the lowest channel's row
+    /// ([`Progress::minimum`]; `purge_applied` keeps `retention_seqnos`
     /// below it). A failed purge is logged; the run goes on.
     pub fn dispatched(&mut self, queue: &TransactionQueue, progress: &Progress) {
         self.since += 1;
@@ -25,7 +30,7 @@ impl Purger {
             return;
         }
         self.since = 0;
-        if let Some(min) = progress.minimum() {
+        if let Some(min) = progress.minimum().min(progress.durable_low_water()) {
             if let Err(e) = queue.purge_applied(min) {
                 tracing::warn!(error = %e, "queue purge failed");
             }

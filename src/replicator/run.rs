@@ -13,7 +13,7 @@ use super::feed::{Feed, FeedStops};
 use super::native::NativeCheck;
 use super::{extract_only, setup, takeover, RunError};
 use crate::applier::progress::Progress;
-use crate::applier::restart::RestartRow;
+use crate::applier::restart::{Recovery, RestartRow};
 use crate::config::Config;
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::scheduler::{self, SchedulerCounters, SchedulerSettings};
@@ -149,16 +149,27 @@ pub fn run(
     )?;
     let mut native = NativeCheck::new(config, &runtime);
     native.at_start()?;
-    let start_seqno = setup::start_seqno(&start.rows);
-    tracing::info!(
-        channels = config.apply.channels,
-        start_seqno = start_seqno.get(),
-        queue_next = queue.next_seqno().get(),
-        "starting: channels resume after their restart rows"
-    );
+    let start_seqno = start.recovery.start_seqno();
+    match &start.recovery {
+        Recovery::Exact { committed, .. } => tracing::info!(
+            channels = config.apply.channels,
+            start_seqno = start_seqno.get(),
+            queue_next = queue.next_seqno().get(),
+            committed_above = %committed,
+            "starting: dispatch resumes after the restart rows' low-water mark, skipping the \
+             seqnos they record committed"
+        ),
+        Recovery::Legacy { .. } => tracing::info!(
+            channels = config.apply.channels,
+            start_seqno = start_seqno.get(),
+            queue_next = queue.next_seqno().get(),
+            "starting: restart rows of an older shardrep; dispatch resumes after the lowest, \
+             each channel skipping what it is sent at or below its own row"
+        ),
+    }
     let mut router = setup::router(config, start.map, options)?;
     let extractor = ExtractorThread::spawn(config, &queue, options.stop_when_idle, first)?;
-    let channels = Channels::start(config, &catalog, &start.rows)?;
+    let channels = Channels::start(config, &catalog, &start.rows, &start.recovery)?;
 
     // The scheduler, on this thread.
     let counters = Arc::new(SchedulerCounters::default());
@@ -186,6 +197,7 @@ pub fn run(
         poll: Duration::from_millis(100),
         skip_seqnos: start.skip_seqnos,
         immediate: options.immediate.clone(),
+        committed: start.recovery.committed().clone(),
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

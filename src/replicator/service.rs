@@ -31,7 +31,7 @@ use std::time::Instant;
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
 use crate::applier::progress::Progress;
-use crate::applier::restart::{self, RestartRow};
+use crate::applier::restart::{self, LowWater, RestartRow};
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::catalog;
 use crate::config::{Config, Role};
@@ -665,18 +665,20 @@ fn pending_error(error: &RunError) -> PendingError {
     }
 }
 
-/// The seqno every channel's restart row has reached (the lowest) and
-/// that row's binlog position; `None` while a channel has none.
+/// The seqno up to which the restart rows say everything is applied (or
+/// needs no apply): their recovered low-water mark
+/// ([`restart::recover`]; with rows of an older shardrep, the lowest row),
+/// and the binlog position of a row at that seqno, when one is; `None`
+/// while nothing is, or when the rows do not say.
 fn applied_summary(rows: &[RestartRow]) -> (Option<Seqno>, Option<String>) {
-    let lowest = rows
-        .iter()
-        .filter(|r| r.seqno.is_some())
-        .min_by_key(|r| r.seqno);
-    if rows.iter().any(|r| r.seqno.is_none()) || lowest.is_none() {
+    let Some(seqno) = restart::recover(rows).ok().and_then(|r| r.base()) else {
         return (None, None);
-    }
-    let lowest = lowest.expect("checked");
-    (lowest.seqno, Some(lowest.event_id_text()))
+    };
+    let event_id = rows
+        .iter()
+        .find(|r| r.seqno == Some(seqno))
+        .map(RestartRow::event_id_text);
+    (Some(seqno), event_id)
 }
 
 /// The DBA's requests besides `online` and `offline`: status views, the
@@ -729,29 +731,32 @@ impl Service {
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
-                let applied = progress.minimum();
+                // The low-water mark: every seqno up to it committed by
+                // some channel, or needing no apply.
+                let (applied, low_water_marker) = progress.low_water_marker();
                 status.applied_last_seqno = applied;
-                // The event id of exactly that seqno: a channel's marker of
-                // this run, else the restart row a channel started the run
-                // at (a channel whose row was already there records no
-                // marker, e.g. after an error on another channel).
+                // The event id of exactly that seqno: its marker when this
+                // run handled it, else a channel's marker of this run, else
+                // the restart row a channel started the run at (a channel
+                // whose row was already there records no marker, e.g.
+                // after an error on another channel).
                 let marker = markers
                     .iter()
                     .flatten()
                     .find(|(m, _)| Some(m.seqno) == applied);
-                match marker {
-                    Some((m, latency)) => {
-                        status.applied_last_event_id = Some(m.event_id.to_string());
-                        status.applied_latency = Some(*latency);
-                    }
-                    None => {
-                        status.applied_last_event_id = inner
+                if let Some((_, latency)) = marker {
+                    status.applied_latency = Some(*latency);
+                }
+                status.applied_last_event_id = low_water_marker
+                    .map(|m| m.event_id.to_string())
+                    .or_else(|| marker.map(|(m, _)| m.event_id.to_string()))
+                    .or_else(|| {
+                        inner
                             .last_rows
                             .iter()
                             .find(|r| applied.is_some() && r.seqno == applied)
-                            .map(RestartRow::event_id_text);
-                    }
-                }
+                            .map(RestartRow::event_id_text)
+                    });
                 let newest = markers
                     .iter()
                     .flatten()
@@ -1151,18 +1156,35 @@ fn read_catalog(config: &Config) -> Option<(Vec<RestartRow>, Vec<SkippedSeqno>)>
 }
 
 /// Moves each channel's row in `rows` up to the last position the run's
-/// channels reported committing (never down: the replica's row is at
-/// least there).
+/// channels reported committing, and its low-water mark up to the highest
+/// the run wrote (never down: the replica's row is at least there).
 fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) {
+    let durable = progress.durable_low_water();
     for channel in 0..channels {
         let Some((m, _)) = progress.marker(usize::from(channel)) else {
             continue;
         };
         let row = m.row(ChannelId::recorded(channel));
         match rows.iter_mut().find(|r| r.channel == row.channel) {
-            Some(r) if r.seqno < row.seqno => *r = row,
+            Some(r) if r.seqno < row.seqno => {
+                r.seqno = row.seqno;
+                r.epoch = row.epoch;
+                r.event_id = row.event_id;
+                r.gtid = row.gtid;
+                r.shard_id = row.shard_id;
+            }
             Some(_) => {}
-            None => rows.push(row),
+            None => rows.push(RestartRow {
+                low_water: LowWater::of(durable),
+                ..row
+            }),
+        }
+    }
+    for r in rows.iter_mut() {
+        if let Some(l) = durable.filter(|l| r.low_water.seqno() < Some(*l)) {
+            if !r.low_water.is_unrecorded() {
+                r.low_water = LowWater::At(l);
+            }
         }
     }
     rows.sort_by_key(|r| r.channel);
@@ -1186,6 +1208,16 @@ fn handback_position(
     let equal = rows
         .iter()
         .all(|r| r.seqno == first.seqno && r.event_id == first.event_id);
+    if equal && restart::all_done_at(rows).is_none() {
+        let low_water = rows.iter().filter_map(|r| r.low_water.seqno()).max();
+        return Err(ServiceError::illegal_state(format!(
+            "the channels' restart rows are at seqno {} but record every seqno done only up to \
+             {} (low_water): a seqno below may not be applied. Go online, then offline without \
+             --immediate, then hand back",
+            first.seqno.map_or(-1, |s| s.get() as i64),
+            low_water.map_or(-1, |s| s.get() as i64)
+        )));
+    }
     if !equal {
         let seqnos: Vec<String> = rows
             .iter()

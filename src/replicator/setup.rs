@@ -1,13 +1,13 @@
 //! A run's set-up on the replica: the catalog read and prepared (restart
-//! rows, skipped seqnos, shard map), the refusal of a lost queue, the seqno
-//! dispatch starts at, and the router (shard filter, channel assignment,
+//! rows and what they say a restart applies, skipped seqnos, shard map),
+//! the refusal of a lost queue, and the router (shard filter, channel assignment,
 //! foreign keys); and the restart rows read at the end.
 
 use tokio::runtime::Runtime;
 
 use super::skips::{recorded_skip_ranges, requested_skips};
 use super::{connect_replica, first_start, replica_opts, RunError, RunOptions};
-use crate::applier::restart::{self, RestartRow};
+use crate::applier::restart::{self, Recovery, RestartRow};
 use crate::applier::skipped;
 use crate::config::Config;
 use crate::position::Seqno;
@@ -23,6 +23,8 @@ use crate::shard::store;
 pub(super) struct CatalogStart {
     /// Each channel's restart row.
     pub rows: Vec<RestartRow>,
+    /// What the rows say a restart applies ([`restart::recover`]).
+    pub recovery: Recovery,
     /// The service's shard map.
     pub map: ShardMap,
     /// Every seqno recorded as skipped (the DBA's `--skip-seqno`, this
@@ -39,7 +41,8 @@ pub(super) struct CatalogStart {
 /// # Errors
 /// [`RunError::Setup`] (with the server's code when it sent one) when the
 /// map file cannot be loaded, a skip is refused, or the replica fails;
-/// [`RunError::Restart`] from the restart table.
+/// [`RunError::Restart`] from the restart table, and from rows that do not
+/// say what to apply ([`restart::recover`]).
 pub(super) fn prepare_catalog(
     runtime: &Runtime,
     config: &Config,
@@ -83,8 +86,10 @@ pub(super) fn prepare_catalog(
         let _ = conn.disconnect().await;
         Ok::<_, RunError>((rows, map, recorded))
     })?;
+    let recovery = restart::recover(&rows)?;
     Ok(CatalogStart {
         rows,
+        recovery,
         map,
         skip_seqnos: recorded_skip_ranges(&recorded_skips),
     })
@@ -175,19 +180,6 @@ fn refuse_rows_beyond_queue(
         next.get().saturating_sub(1),
         config.service.name
     )))
-}
-
-/// The seqno dispatch starts at: after the lowest restart row (each
-/// channel skips what it already has); 0 while a channel has none.
-pub(super) fn start_seqno(rows: &[RestartRow]) -> Seqno {
-    if rows.iter().any(|r| r.seqno.is_none()) {
-        Seqno(0)
-    } else {
-        rows.iter()
-            .filter_map(|r| r.seqno)
-            .min()
-            .map_or(Seqno(0), Seqno::next)
-    }
 }
 
 /// The run's router: the shard filter over `map`, the channel assignment,

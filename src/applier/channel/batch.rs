@@ -13,7 +13,6 @@ use crate::applier::error::{divergence_message, elide, ApplyError};
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::sql::{PlannedStatement, SqlBuilder};
 use crate::applier::table::ReplicaTable;
-use crate::applier::work::Marker;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Transaction};
 use crate::mysql::interpolate;
 use crate::position::Epoch;
@@ -118,7 +117,7 @@ impl Batch {
 
 impl Channel {
     /// A block of row changes only, sent as few multi-statement queries:
-    /// `START TRANSACTION; <statements>; <restart row>; COMMIT`. Values go
+    /// `START TRANSACTION; <statements>; <restart row `row`>; COMMIT`. Values go
     /// in as literals built by [`crate::mysql::literal`] (the
     /// channel's session is `SET NAMES binary` with backslash escapes).
     /// Each statement's affected-row count is checked as with prepared
@@ -127,12 +126,11 @@ impl Channel {
     pub(super) async fn try_block_batched(
         &mut self,
         todo: &[&(Arc<Transaction>, Epoch)],
-        marker: &Marker,
+        row: &RestartRow,
     ) -> Attempt {
         let mut run: Option<Run> = None;
         let mut batch = Batch::new();
         let mut planned = Vec::new();
-        let row = marker.row(self.settings.channel);
         for (index, (txn, epoch)) in todo.iter().enumerate() {
             let mut next = 0;
             while next < txn.changes.len() {
@@ -141,7 +139,7 @@ impl Channel {
                 // held whole as SQL text and planned parameters (a run of
                 // merged updates is still planned whole when it is
                 // flushed).
-                self.send_full(&mut batch, todo, &row).await?;
+                self.send_full(&mut batch, todo, row).await?;
                 let Change::Rows(rows) = &txn.changes[next] else {
                     next += 1;
                     continue;
@@ -224,7 +222,7 @@ impl Channel {
             .map_err(|(i, m)| self.unplanned(&todo[i].0, m))?;
         let last_index = todo.len() - 1;
         let (last, epoch) = todo[last_index];
-        let params = match restart::update_params(&row, last.commit_timestamp) {
+        let params = match restart::update_params(row, last.commit_timestamp) {
             Params::Positional(p) => p,
             _ => Vec::new(),
         };
@@ -245,7 +243,7 @@ impl Channel {
             },
         );
         batch.finish();
-        self.send_full(&mut batch, todo, &row).await?;
+        self.send_full(&mut batch, todo, row).await?;
         // Every count checked: only now commit (a divergence must never
         // commit with the restart row).
         self.exec_text("COMMIT", Some((last, *epoch))).await?;

@@ -1,6 +1,14 @@
-//! Writing a channel's restart row on its own: after a block (inside its
-//! transaction), SYNC/STOP markers and the DDL mark (in transactions of
-//! their own, not binlogged).
+//! Writing a channel's restart row: the row to write ([`Channel::next_row`],
+//! with the record of exactly which seqnos are committed), after a block
+//! (inside its transaction), SYNC/STOP markers and the DDL mark (in
+//! transactions of their own, not binlogged).
+//!
+//! Every row written records `low_water`, the running low-water mark read
+//! just before (every seqno up to it is done), and `committed_above`, the
+//! seqnos this channel committed above it, those of the block being
+//! written included (shared/research/writeset.md §5, "Choice 2"): so a
+//! restart applies exactly the seqnos no row records, whatever channel
+//! committed what ([`crate::applier::restart::recover`]).
 
 use std::time::Duration;
 
@@ -9,11 +17,11 @@ use mysql_async::{Params, Value as Param};
 
 use super::{Attempt, Channel};
 use crate::applier::error::{elide, ApplyError};
-use crate::applier::restart::{self, RestartRow};
+use crate::applier::restart::{self, LowWater, RestartRow};
 use crate::applier::retry::{classify, Backoff, ErrorClass};
 use crate::applier::work::Marker;
 use crate::event::Transaction;
-use crate::position::Epoch;
+use crate::position::{Epoch, Seqno, SeqnoRanges};
 
 /// The error text of a restart-row UPDATE that matched no row: the row is
 /// missing, or already past `row` (it never moves backwards).
@@ -27,6 +35,47 @@ pub(super) fn missing_row_message(row: &RestartRow) -> String {
 }
 
 impl Channel {
+    /// The restart row that records `marker` with `seqnos` (the block's;
+    /// none for a marker) committed: `low_water` the running mark now,
+    /// `committed_above` what this channel committed above it, `seqnos`
+    /// included. Its position is `marker`'s, unless the row is already
+    /// beyond it (a gap of an earlier run applied here after a restart):
+    /// then the row keeps its seqno and position (it never moves
+    /// backwards) and only its committed record changes.
+    pub(super) fn next_row(
+        &self,
+        marker: &Marker,
+        seqnos: impl Iterator<Item = Seqno>,
+    ) -> RestartRow {
+        let low_water = LowWater::of(self.progress.low_water());
+        let mut above = self.committed_set.clone();
+        for s in seqnos {
+            above.insert(s);
+        }
+        if let Some(l) = low_water.seqno() {
+            above.prune_below(l.next());
+        }
+        let mut row = if self.committed.is_some_and(|c| c > marker.seqno) {
+            self.row.clone()
+        } else {
+            marker.row(self.settings.channel)
+        };
+        row.low_water = low_water;
+        row.committed_above = above;
+        row
+    }
+
+    /// `row` is committed: it is the channel's row now, its low-water
+    /// mark durable.
+    pub(super) fn row_written(&mut self, mut row: RestartRow) {
+        if let Some(l) = row.low_water.seqno() {
+            self.progress.set_durable_low_water(l);
+        }
+        self.committed = self.committed.max(row.seqno);
+        self.committed_set = std::mem::take(&mut row.committed_above);
+        self.row = row;
+    }
+
     /// Runs the restart-row UPDATE for `row` (inside the caller's
     /// transaction); exactly one row must match.
     pub(super) async fn update_row(
@@ -124,20 +173,70 @@ impl Channel {
         written
     }
 
-    /// Records a SYNC/STOP marker when the channel has nothing newer;
-    /// returns whether it did.
+    /// Records a SYNC marker when the channel has nothing newer; returns
+    /// whether it did.
     pub(super) async fn record_marker(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
         if self.committed.is_some_and(|c| c >= marker.seqno) {
             return Ok(false);
         }
-        let row = marker.row(self.settings.channel);
+        self.write_marker_row(marker, false).await?;
+        Ok(true)
+    }
+
+    /// Records the STOP marker of a clean stop: waits (outside any
+    /// transaction) until every channel has committed everything up to
+    /// it (the low-water mark is there), then writes `seqno = low_water =
+    /// marker` and nothing above, so that every row of a clean stop is at
+    /// one seqno with empty sets. Returns whether it wrote; it writes
+    /// nothing when the row is that already, or beyond the marker (a row
+    /// of an earlier run ahead of where this run stops: the rows then
+    /// differ and the stop is not clean).
+    ///
+    /// # Errors
+    /// Another channel's error ends the wait with that error; the write's.
+    pub(super) async fn record_stop(&mut self, marker: &Marker) -> Result<bool, ApplyError> {
+        let reached = self
+            .progress
+            .wait_until(|p| p.low_water().is_some_and(|l| l >= marker.seqno));
+        if !reached {
+            return Err(self
+                .progress
+                .error()
+                .expect("wait_until ends early only on an error"));
+        }
+        if self.committed.is_some_and(|c| c > marker.seqno) {
+            return Ok(false);
+        }
+        if self.committed == Some(marker.seqno)
+            && self.row.low_water == LowWater::At(marker.seqno)
+            && self.committed_set.is_empty()
+        {
+            return Ok(false);
+        }
+        self.write_marker_row(marker, true).await?;
+        Ok(true)
+    }
+
+    /// Writes the row of `marker` in a transaction of its own, retrying
+    /// transient errors; `stop`: the row of a clean stop (low-water mark
+    /// at the marker, nothing above), else [`Channel::next_row`].
+    async fn write_marker_row(&mut self, marker: &Marker, stop: bool) -> Result<(), ApplyError> {
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         loop {
+            let row = if stop {
+                RestartRow {
+                    low_water: LowWater::At(marker.seqno),
+                    committed_above: SeqnoRanges::new(),
+                    ..marker.row(self.settings.channel)
+                }
+            } else {
+                self.next_row(marker, std::iter::empty())
+            };
             let attempt = self.write_row_alone(&row, marker.extract_time, None).await;
             match attempt {
                 Ok(()) => {
-                    self.committed = Some(marker.seqno);
-                    return Ok(true);
+                    self.row_written(row);
+                    return Ok(());
                 }
                 Err((_, Some(cause)))
                     if classify(&cause) == ErrorClass::Transient

@@ -41,7 +41,7 @@ use mysql_async::Conn;
 
 use super::{Attempt, Channel};
 use crate::applier::error::{elide, ApplyError};
-use crate::applier::work::Marker;
+use crate::applier::restart::RestartRow;
 use crate::event::{Change, Transaction};
 use crate::mysql::error_codes::{ER_XAER_DUPID, ER_XAER_NOTA};
 use crate::position::Epoch;
@@ -64,13 +64,13 @@ pub(super) async fn is_prepared(conn: &mut Conn, xid: &Xid) -> Result<bool, mysq
 
 impl Channel {
     /// One attempt at an XA transaction (module doc), alone in its block;
-    /// `marker` is its own position.
+    /// `row` is the restart row that records it.
     pub(super) async fn try_xa(
         &mut self,
         txn: &Transaction,
         epoch: Epoch,
         role: &XaRole,
-        marker: &Marker,
+        row: &RestartRow,
     ) -> Attempt {
         let at = Some((txn, epoch));
         let seqno = txn.seqno;
@@ -157,7 +157,7 @@ impl Channel {
                 );
             }
         }
-        self.record_alone(txn, epoch, marker).await?;
+        self.record_alone(txn, epoch, row).await?;
         self.replay_ddl = None;
         Ok(())
     }
@@ -191,12 +191,11 @@ impl Channel {
         result
     }
 
-    /// Moves the restart row to `marker` in a transaction of its own (not
+    /// Writes the restart row `row` in a transaction of its own (not
     /// binlogged: it carries no data).
-    async fn record_alone(&mut self, txn: &Transaction, epoch: Epoch, marker: &Marker) -> Attempt {
+    async fn record_alone(&mut self, txn: &Transaction, epoch: Epoch, row: &RestartRow) -> Attempt {
         let at = Some((txn, epoch));
-        let row = marker.row(self.settings.channel);
-        self.write_row_alone(&row, txn.commit_timestamp, at).await
+        self.write_row_alone(row, txn.commit_timestamp, at).await
     }
 
     fn definite(&self, txn: &Transaction, sql: &str, code: u16, message: &str) -> ApplyError {
