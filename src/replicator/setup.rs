@@ -155,6 +155,14 @@ pub(super) fn refuse_lost_queue(
 /// service's. Started anyway, that channel would skip its shards' next
 /// transactions up to the row's seqno.
 ///
+/// Except after a crash: channels may apply a transaction before the
+/// queue has made it durable, and a `kill -9` then loses it from the queue
+/// (its contract, `crate::queue`), while the restart row keeps it. The
+/// extractor extracts the lost tail again, with the same seqnos, from the
+/// queue's last stored position; a row whose binlog position is after that
+/// position is of that tail, and is kept. An edited seqno keeps the row's
+/// old position, at or before the queue's end.
+///
 /// # Errors
 /// [`RunError::Setup`] naming the channel, its seqno, the queue and its
 /// last seqno.
@@ -165,7 +173,18 @@ fn refuse_rows_beyond_queue(
     rows: &[RestartRow],
 ) -> Result<(), RunError> {
     let next = queue.next_seqno();
-    let Some(row) = rows.iter().find(|r| r.seqno.is_some_and(|s| s >= next)) else {
+    // The queue's position after its last stored transaction: a row whose
+    // transaction comes after it in the binlog recorded a seqno the crash
+    // took from the queue's tail (see the doc above).
+    let stored_end = queue.last_progress().map(|p| p.position);
+    let lost_tail = |r: &RestartRow| match (&r.event_id, &stored_end) {
+        (Some(at), Some(end)) => at > end,
+        _ => false,
+    };
+    let Some(row) = rows
+        .iter()
+        .find(|r| r.seqno.is_some_and(|s| s >= next) && !lost_tail(r))
+    else {
         return Ok(());
     };
     Err(RunError::setup(format!(
