@@ -188,7 +188,8 @@ pub enum RestartError {
         source: mysql_async::Error,
     },
     /// The stored channel count differs from the configured one and the
-    /// rows are not all at one seqno.
+    /// rows are not all at one seqno with every seqno up to it recorded
+    /// done ([`all_done_at`]).
     #[error(
         "restart table {catalog}.{RESTART_TABLE} holds {stored} channels at different seqnos \
          ({seqnos}); the channel count can change to {configured} only after a clean offline: \
@@ -333,7 +334,14 @@ pub async fn prepare(
                 configured: channels,
                 seqnos: rows
                     .iter()
-                    .map(|r| stored_seqno(r.seqno).to_string())
+                    .map(|r| match r.low_water.stored() {
+                        // At one seqno, but not every seqno below recorded
+                        // done: the low-water marks say how far.
+                        Some(l) if l < stored_seqno(r.seqno) => {
+                            format!("{} (low_water {l})", stored_seqno(r.seqno))
+                        }
+                        _ => stored_seqno(r.seqno).to_string(),
+                    })
                     .collect::<Vec<_>>()
                     .join(","),
             });
