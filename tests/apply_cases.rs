@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use shardrep::position::{BinlogPosition, Seqno};
+use shardrep::position::{BinlogPosition, Seqno, SeqnoRanges};
 use shardrep::queue::{QueueOptions, TransactionQueue};
 use shardrep::replicator::RunError;
 use shardrep::scheduler::SchedulerError;
@@ -754,8 +754,11 @@ fn jitter(low: u64, high: u64) -> Duration {
 // its rounds in GTID domain 2, while shardrep applies it with 4 channels
 // and is killed with SIGKILL three times at random moments and stopped
 // cleanly (SIGTERM) once, each time restarted. Every restart row only
-// moves forward, no run ever logs a 1062 or 1032, and each shard ends with
-// the case's exact count, sum and checksum.
+// moves forward, the committed set the rows record (every seqno up to the
+// highest low_water, and each row's committed_above) never loses a seqno,
+// no run ever logs a 1062 or 1032, and each shard ends with the case's
+// exact count, sum and checksum, every row at one seqno with nothing
+// recorded above it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
     let sb = sandbox();
@@ -783,15 +786,44 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
             master.query_drop(call).await.unwrap();
         })
     };
-    // Restart rows, sampled all along: never backwards.
+    // Restart rows, sampled all along: never backwards, and the committed
+    // set they record never loses a seqno.
     let done = Arc::new(AtomicBool::new(false));
     let monitor = {
         let (done, spec) = (done.clone(), spec.clone());
         tokio::spawn(async move {
             let mut last: Vec<i64> = Vec::new();
+            let mut last_set: Option<(i64, SeqnoRanges)> = None;
+            // Samples whose rows record committed seqnos above the mark.
+            let mut with_gaps = 0u64;
             let mut samples = 0u64;
             while !done.load(Ordering::Acquire) {
-                let now = spec.restart_seqnos(sandbox()).await;
+                let records = spec.restart_records(sandbox()).await;
+                let now: Vec<i64> = records.iter().map(|r| r.0).collect();
+                if !records.is_empty() {
+                    let base = records.iter().map(|r| r.1.expect("low_water")).max();
+                    let base = base.expect("rows");
+                    let mut set = SeqnoRanges::new();
+                    for (_, _, above) in &records {
+                        set.extend(&above.parse().expect("committed_above"));
+                    }
+                    let has = |s: i64| s <= base || set.contains(Seqno(s as u64));
+                    if let Some((old_base, old_set)) = &last_set {
+                        for s in
+                            (base + 1..=*old_base).chain(old_set.iter().map(|s| s.get() as i64))
+                        {
+                            assert!(
+                                has(s),
+                                "the committed set lost seqno {s}: was up to {old_base} and \
+                                 {old_set}, now up to {base} and {set} ({records:?})"
+                            );
+                        }
+                    }
+                    if !set.is_empty() {
+                        with_gaps += 1;
+                    }
+                    last_set = Some((base, set));
+                }
                 if now.len() == last.len() {
                     for (c, (old, new)) in last.iter().zip(&now).enumerate() {
                         assert!(
@@ -806,7 +838,7 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            samples
+            (samples, with_gaps)
         })
     };
     let mut stops = Vec::new();
@@ -833,9 +865,12 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
     let log = process.log.clone();
     let ok = process.wait();
     done.store(true, Ordering::Release);
-    let samples = monitor.await.unwrap();
+    let (samples, with_gaps) = monitor.await.unwrap();
     let log = std::fs::read_to_string(log).unwrap_or_default();
-    eprintln!("stops: {stops:?}; {samples} restart-row samples");
+    eprintln!(
+        "stops: {stops:?}; {samples} restart-row samples, {with_gaps} with seqnos recorded \
+         above the low-water mark"
+    );
     assert!(ok, "the final run fails:\n{log}");
     for code in ["error 1062", "error 1032"] {
         assert!(!log.contains(code), "a run logged {code}:\n{log}");
@@ -859,8 +894,14 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
         assert_eq!(got, [Some(count), Some(sum), Some(crc)], "{schema}");
         assert_table_equal(sb, Server::Master, TARGET, schema, "ev").await;
     }
-    let seqnos = spec.restart_seqnos(sb).await;
-    assert!(seqnos.iter().all(|s| *s == seqnos[0]), "{seqnos:?}");
+    let records = spec.restart_records(sb).await;
+    let last = records[0].0;
+    assert!(
+        records
+            .iter()
+            .all(|r| *r == (last, Some(last), String::new())),
+        "{records:?}"
+    );
     drop_everywhere(sb, &names(&r)).await;
     spec.remove(sb).await;
 }

@@ -260,6 +260,18 @@ socket = "{socket}"
         .unwrap_or_default()
     }
 
+    /// Each channel's restart row as its committed record, by channel:
+    /// `seqno, low_water, committed_above` (one consistent read).
+    pub async fn restart_records(&self, sb: &Sandbox) -> Vec<(i64, Option<i64>, String)> {
+        let mut conn = sb.connect(TARGET).await;
+        conn.query(format!(
+            "SELECT seqno, low_water, committed_above FROM {}.restart_position ORDER BY channel",
+            quote_ident(&self.catalog())
+        ))
+        .await
+        .unwrap_or_default()
+    }
+
     /// Drops the catalog on the replica and removes `dir`.
     pub async fn remove(&self, sb: &Sandbox) {
         let mut replica = sb.connect(TARGET).await;
