@@ -432,8 +432,9 @@ pub struct Status {
     pub state: State,
     /// `appliedLastSeqno`: the low-water mark, the highest seqno such that
     /// every seqno up to it is committed (by any channel) or needs no
-    /// apply (offline: the restart rows' recovered mark,
-    /// `applier::restart::recover`); `null` before the first.
+    /// apply, once every channel's restart row has reached it too (offline:
+    /// the restart rows' recovered mark, `applier::restart::recover`);
+    /// `null` before the first.
     pub applied_last_seqno: Option<u64>,
     /// `appliedLastEventId`: the binlog position (`file:pos`) after that
     /// transaction.

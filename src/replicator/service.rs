@@ -731,10 +731,15 @@ impl Service {
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
-                // The low-water mark: every seqno up to it committed by
-                // some channel, or needing no apply.
-                let (applied, low_water_marker) = progress.low_water_marker();
+                // The low-water mark (every seqno up to it committed by
+                // some channel, or needing no apply), once every channel's
+                // row has reached it too (a SYNC marker moves idle
+                // channels), so that `wait --applied N` also means every
+                // restart row is at N or beyond, as before the mark.
+                let (low_water, low_water_marker) = progress.low_water_marker();
+                let applied = low_water.min(progress.minimum());
                 status.applied_last_seqno = applied;
+                let low_water_marker = low_water_marker.filter(|m| Some(m.seqno) == applied);
                 // The event id of exactly that seqno: its marker when this
                 // run handled it, else a channel's marker of this run, else
                 // the restart row a channel started the run at (a channel
