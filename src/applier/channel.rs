@@ -216,7 +216,11 @@ async fn run(
 }
 
 /// The channel's loop: applies blocks and markers until STOP, the end of
-/// the input or an error.
+/// the input or an error. After each item it reports to
+/// [`Progress::set_committed`] the seqno through which everything sent to
+/// it is committed (the scheduler sends in seqno order): not its row's
+/// seqno, which a gap of an earlier run applied here after a restart
+/// leaves above what is still queued.
 async fn work(
     channel: &mut Channel,
     input: &Receiver<Work>,
@@ -237,16 +241,17 @@ async fn work(
                 if channel.record_stop(&marker).await? {
                     progress.set_marker(index, marker.clone());
                 }
-                progress.set_committed(index, channel.committed.unwrap_or(marker.seqno));
+                // Everything sent to this channel is committed (the
+                // channel's progress, not its row's seqno: see `work`).
+                progress.set_committed(index, marker.seqno);
                 return Ok(());
             }
             Work::Sync(marker) => {
+                let through = marker.seqno;
                 if channel.record_marker(&marker).await? {
                     progress.set_marker(index, marker);
                 }
-                if let Some(s) = channel.committed {
-                    progress.set_committed(index, s);
-                }
+                progress.set_committed(index, through);
             }
             Work::Apply {
                 txn,
@@ -303,6 +308,7 @@ async fn work(
                     }
                 }
                 let before = channel.committed;
+                let mut through = last_marker.seqno;
                 channel.apply_block(&block, &last_marker).await?;
                 drop(block);
                 progress.release_memory(block_bytes);
@@ -310,13 +316,12 @@ async fn work(
                     progress.set_marker(index, last_marker);
                 }
                 if let Some(marker) = deferred_sync {
+                    through = through.max(marker.seqno);
                     if channel.record_marker(&marker).await? {
                         progress.set_marker(index, marker);
                     }
                 }
-                if let Some(s) = channel.committed {
-                    progress.set_committed(index, s);
-                }
+                progress.set_committed(index, through);
             }
         }
     }

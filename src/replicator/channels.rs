@@ -38,8 +38,19 @@ impl Channels {
         rows: &[RestartRow],
         recovery: &Recovery,
     ) -> Result<Channels, RunError> {
+        // Each channel's progress: everything sent to it is above the
+        // recovered base, so (exact rows) a row beyond the base says
+        // nothing of what this run sends it; legacy rows: its row, below
+        // which it skips what it is sent.
+        let start: Vec<_> = rows
+            .iter()
+            .map(|r| match recovery {
+                Recovery::Exact { base, .. } => r.seqno.min(*base),
+                Recovery::Legacy { .. } => r.seqno,
+            })
+            .collect();
         let progress = Arc::new(
-            Progress::new(&rows.iter().map(|r| r.seqno).collect::<Vec<_>>())
+            Progress::new(&start)
                 .with_low_water(recovery.base())
                 .with_memory_budget(config.apply.max_in_flight_bytes),
         );
