@@ -34,6 +34,7 @@ pub mod map;
 pub mod statement;
 pub mod store;
 pub mod temp_tables;
+pub mod writeset;
 
 pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
 pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
