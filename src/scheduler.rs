@@ -50,6 +50,9 @@ use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
 
+pub mod dependencies;
+pub mod placement;
+
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
