@@ -278,6 +278,21 @@ fn write_decimal(h: &mut FoldHasher<'_>, text: &str) {
 /// allocation).
 const FOLD_CHUNK: usize = 64;
 
+/// [`StringRule::FoldAscii`] of each ASCII byte: the lower-case letter or
+/// the digit, `0` for a character that is dropped.
+const FOLD: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            table[b] = c.to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    table
+};
+
 /// Writes a string's key bytes by `rule`.
 #[inline]
 fn write_string(h: &mut FoldHasher<'_>, bytes: &[u8], rule: StringRule) -> Result<(), Fallback> {
@@ -307,14 +322,14 @@ fn write_folded(h: &mut FoldHasher<'_>, bytes: &[u8]) -> Result<(), Fallback> {
     let mut len = 0;
     let mut total = 0usize;
     for &b in bytes {
-        if b.is_ascii_alphanumeric() {
-            buf[len] = b.to_ascii_lowercase();
-            len += 1;
-            if len == FOLD_CHUNK {
-                h.write(&buf);
-                total += len;
-                len = 0;
-            }
+        // Branch-free: a dropped character is written and not counted.
+        let folded = FOLD[usize::from(b & 0x7f)];
+        buf[len] = folded;
+        len += usize::from(folded != 0);
+        if len == FOLD_CHUNK {
+            h.write(&buf);
+            total += len;
+            len = 0;
         }
     }
     h.write(&buf[..len]);
