@@ -19,6 +19,9 @@
 //!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
 //! - [`foreign_keys`]: which shards foreign keys on the replica join, so
 //!   that they share one channel ([`ForeignKeyGroups`]).
+//! - [`writeset`]: the dependency keys of a transaction, from its row
+//!   images and the replica's key metadata ([`Writesets`]), for
+//!   parallelism inside a shard.
 //!
 //! The loaders of `shard.map` and `conf/shard.list` reject a file with every
 //! bad line listed ([`LineProblem`]), never the first one only.
@@ -41,6 +44,7 @@ pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
 pub use foreign_keys::{ForeignKey, ForeignKeyGroups, ShardGroup};
 pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
+pub use writeset::{Fallback, Key, TableKeys, Writeset, WritesetError, Writesets};
 
 /// Whether `schema`.`table` is a shardrep restart table: the table
 /// [`catalog::RESTART_TABLE`] in a schema named `shardrep_<anything>`
