@@ -90,6 +90,7 @@ fn router(assignment: ChannelAssignment) -> ShardRouter {
         assignment,
         map_updates: None,
         foreign_keys: None,
+        row_keys: None,
     }
 }
 

@@ -49,9 +49,11 @@ use crate::applier::progress::Progress;
 use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno};
+use crate::shard::writeset::{Key, Writeset};
 
 pub mod dependencies;
 pub mod placement;
+pub mod row;
 
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +100,22 @@ pub trait Router: Send {
     fn refresh(&mut self) -> Result<(), String> {
         Ok(())
     }
+
+    /// Under `parallelism = "row"`: fills `out` with `txn`'s writeset and
+    /// returns true; under `"shard"` (the default) returns false and the
+    /// route's channel is the one used.
+    fn row_keys(&mut self, _txn: &Transaction, _out: &mut Writeset) -> bool {
+        false
+    }
+
+    /// Under `parallelism = "row"`: reads the key metadata of `shard`
+    /// again (`None`: of every schema), once a DDL of it has committed.
+    ///
+    /// # Errors
+    /// A message naming what could not be read.
+    fn refresh_row_keys(&mut self, _shard: Option<&str>) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Counters the scheduler keeps (read by status).
@@ -120,6 +138,8 @@ pub struct SchedulerCounters {
     /// The master sessions holding them, one line each
     /// (`server S thread T: db.a, db.b`).
     pub temp_table_sessions: std::sync::Mutex<Vec<String>>,
+    /// What row parallelism counts (zero under `parallelism = "shard"`).
+    pub row: row::RowCounters,
 }
 
 /// The channel that applies every transaction of master sessions with
@@ -224,6 +244,11 @@ where
     // A transaction that changes routing was sent: its seqno.
     let mut refresh_after: Option<Seqno> = None;
     let mut temp_tables = crate::shard::temp_tables::TempTables::default();
+    // Row parallelism: the placement state, the writeset of the current
+    // transaction, and a DDL after which the key metadata is read again.
+    let mut placer = placement::Placer::new(channels);
+    let mut writeset = Writeset::default();
+    let mut reload_after: Option<row::ReloadAfter> = None;
     let send = |channel: ChannelId, work: Work| -> Result<(), SchedulerError> {
         senders[channel.index()]
             .send(work)
@@ -293,6 +318,23 @@ where
         // After a transaction that changes routing: once it has committed,
         // before the next one is routed (or now, when idle, so that status
         // shows the new routing).
+        if let Some(ddl) = reload_after.take() {
+            let committed = progress.wait_until(|p| {
+                p.committed(ddl.channel.index())
+                    .is_some_and(|c| c >= ddl.seqno)
+            });
+            if !committed {
+                return Err(SchedulerError::Apply(Box::new(
+                    progress.error().expect("wait_until failed on an error"),
+                )));
+            }
+            router
+                .refresh_row_keys(ddl.shard.as_deref())
+                .map_err(|message| SchedulerError::Routing {
+                    seqno: ddl.seqno,
+                    message,
+                })?;
+        }
         if let Some(changed) = refresh_after.take() {
             barrier(&last_sent)?;
             router
@@ -383,6 +425,14 @@ where
                 }
                 let bytes = txn.approx_bytes() as u64;
                 let reroutes = router.changes_routing(&txn);
+                let rows = router.row_keys(&txn, &mut writeset);
+                let ddl = rows && row::is_ddl(&txn);
+                if rows {
+                    counters.row.count_fallbacks(&writeset.fallbacks);
+                    if writeset.keys.contains(&Key::Global) {
+                        critical = true;
+                    }
+                }
                 if reroutes {
                     barrier(&last_sent)?;
                     if let Some(before) = &last_marker {
@@ -425,6 +475,17 @@ where
                             channel
                         }
                     };
+                    if ddl {
+                        reload_after = Some(row::ReloadAfter {
+                            seqno,
+                            channel,
+                            shard: (txn.shard != crate::event::UNKNOWN_SHARD)
+                                .then(|| txn.shard.clone()),
+                        });
+                    }
+                    if rows {
+                        placer.sent_elsewhere(seqno, channel);
+                    }
                     acquire(bytes)?;
                     send(
                         channel,
@@ -440,6 +501,36 @@ where
                 } else {
                     if critical_channel.take().is_some() {
                         barrier(&last_sent)?;
+                    }
+                    if rows {
+                        // A DDL keeps its shard's own channel (restart
+                        // marks, module doc of `row`); the rest go where
+                        // their dependencies allow.
+                        let target = ddl.then_some(channel);
+                        channel = row::place(
+                            &mut placer,
+                            &writeset.keys,
+                            target,
+                            progress,
+                            &counters.row,
+                        )
+                        .ok_or_else(|| {
+                            SchedulerError::Apply(Box::new(
+                                progress.error().expect("placement failed on an error"),
+                            ))
+                        })?;
+                        placer.sent(&writeset.keys, seqno, channel, &|c: ChannelId| {
+                            progress.committed(c.index())
+                        });
+                        row::note_in_flight(&mut placer, progress, &counters.row, channels);
+                        if ddl {
+                            reload_after = Some(row::ReloadAfter {
+                                seqno,
+                                channel,
+                                shard: (txn.shard != crate::event::UNKNOWN_SHARD)
+                                    .then(|| txn.shard.clone()),
+                            });
+                        }
                     }
                     acquire(bytes)?;
                     send(
@@ -487,6 +578,9 @@ pub struct ShardRouter {
     /// The shards joined by foreign keys on the replica, and how to read
     /// them again after DDL; `None`: every shard is independent.
     pub foreign_keys: Option<crate::shard::foreign_keys::ForeignKeyRouting>,
+    /// Under `parallelism = "row"`: the replica's key metadata, for the
+    /// writesets; `None` under `"shard"`.
+    pub row_keys: Option<row::RowKeys>,
 }
 
 impl Router for ShardRouter {
@@ -564,6 +658,23 @@ impl Router for ShardRouter {
     fn refresh(&mut self) -> Result<(), String> {
         match &mut self.foreign_keys {
             Some(fk) => fk.refresh(&self.assignment),
+            None => Ok(()),
+        }
+    }
+
+    fn row_keys(&mut self, txn: &Transaction, out: &mut Writeset) -> bool {
+        match &self.row_keys {
+            Some(keys) => {
+                keys.writesets.writeset(txn, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn refresh_row_keys(&mut self, shard: Option<&str>) -> Result<(), String> {
+        match &mut self.row_keys {
+            Some(keys) => keys.reload(shard),
             None => Ok(()),
         }
     }

@@ -4,6 +4,7 @@
 //! - no two conflicting transactions are ever in flight (sent, not
 //!   committed) on different channels at once;
 //! - per key, transactions commit in seqno order.
+//!
 //! Conflicts are decided here by brute force over the keys, independently
 //! of the scheduler's own bookkeeping.
 

@@ -9,15 +9,17 @@ use super::skips::{recorded_skip_ranges, requested_skips};
 use super::{connect_replica, first_start, replica_opts, RunError, RunOptions};
 use crate::applier::restart::{self, RestartRow};
 use crate::applier::skipped;
-use crate::config::Config;
+use crate::config::{Config, Parallelism};
 use crate::position::Seqno;
 use crate::queue::TransactionQueue;
+use crate::scheduler::row::{RowKeys, WritesetReader};
 use crate::scheduler::ShardRouter;
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::filter::ShardFilter;
 use crate::shard::foreign_keys::{read_foreign_keys, ForeignKeyReader, ForeignKeyRouting};
 use crate::shard::map::ShardMap;
 use crate::shard::store;
+use crate::shard::writeset::Writesets;
 
 /// What the replica's catalog holds at the start of a run.
 pub(super) struct CatalogStart {
@@ -216,11 +218,53 @@ pub(super) fn router(
     if let Some(o) = &options.observer {
         *o.foreign_keys.lock().expect("observer") = Some(foreign_keys.shared());
     }
+    let row_keys = match config.apply.parallelism {
+        Parallelism::Shard => None,
+        Parallelism::Row => {
+            let mut reader = writeset_reader(config);
+            let mut writesets = Writesets::default();
+            reader(&mut writesets, None).map_err(|e| {
+                RunError::setup(format!(
+                    "parallelism = \"row\": reading the replica's key metadata \
+                     (information_schema): {e}"
+                ))
+            })?;
+            Some(RowKeys { writesets, reader })
+        }
+    };
     Ok(ShardRouter {
         filter,
         assignment,
         map_updates: options.map_updates.clone(),
         foreign_keys: Some(foreign_keys),
+        row_keys,
+    })
+}
+
+/// Reads the replica's key metadata for the writesets
+/// ([`Writesets::load`]: every schema for `None`; one schema again with
+/// [`Writesets::reload_schema`]), each time on a new connection of its
+/// own (at start and after DDL).
+fn writeset_reader(config: &Config) -> WritesetReader {
+    let opts = replica_opts(config);
+    Box::new(move |writesets: &mut Writesets, schema: Option<&str>| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(opts.clone())
+                .await
+                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let read = match schema {
+                Some(schema) => writesets.reload_schema(&mut conn, schema).await,
+                None => Writesets::load(&mut conn, None)
+                    .await
+                    .map(|w| *writesets = w),
+            };
+            let _ = conn.disconnect().await;
+            read.map_err(|e| e.to_string())
+        })
     })
 }
 

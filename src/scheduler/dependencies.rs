@@ -129,6 +129,23 @@ impl Conflicts {
         }
     }
 
+    /// The channels that still hold conflicting work, given what each has
+    /// committed now.
+    pub fn live_channels<'a>(
+        &'a self,
+        committed: &'a impl Fn(ChannelId) -> Option<Seqno>,
+    ) -> impl Iterator<Item = ChannelId> + 'a {
+        self.channels()
+            .filter(move |(c, s)| {
+                Holder {
+                    seqno: *s,
+                    channel: *c,
+                }
+                .live(committed)
+            })
+            .map(|(c, _)| c)
+    }
+
     /// How many channels still hold conflicting work, given what each
     /// has committed now.
     pub fn still_live(&self, committed: &impl Fn(ChannelId) -> Option<Seqno>) -> usize {
