@@ -108,6 +108,12 @@ pub trait Router: Send {
         false
     }
 
+    /// Whether [`Router::row_keys`] computes writesets (`parallelism =
+    /// "row"`).
+    fn row_keys_enabled(&self) -> bool {
+        false
+    }
+
     /// Under `parallelism = "row"`: reads the key metadata of `shard`
     /// again (`None`: of every schema), once a DDL of it has committed.
     ///
@@ -311,6 +317,9 @@ where
                 for c in all() {
                     send(c, Work::Stop(marker.clone()))?;
                 }
+            }
+            if router.row_keys_enabled() {
+                counters.row.log_summary();
             }
             return Ok(last_marker);
         }
@@ -670,6 +679,10 @@ impl Router for ShardRouter {
             }
             None => false,
         }
+    }
+
+    fn row_keys_enabled(&self) -> bool {
+        self.row_keys.is_some()
     }
 
     fn refresh_row_keys(&mut self, shard: Option<&str>) -> Result<(), String> {

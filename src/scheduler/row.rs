@@ -76,6 +76,22 @@ impl RowCounters {
         }
     }
 
+    /// Logs the counters (at a clean stop).
+    pub fn log_summary(&self) {
+        let fallbacks: Vec<String> = self
+            .fallback_counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(f, n)| format!("{f}={n}"))
+            .collect();
+        tracing::info!(
+            dependency_waits = self.dependency_waits.load(Ordering::Relaxed),
+            fallbacks = %fallbacks.join(","),
+            "row parallelism: transactions that waited for dependencies on two or more \
+             channels, and writesets that fell back to coarser keys"
+        );
+    }
+
     /// `(reason, count)` for every reason, in [`Fallback::ALL`] order.
     pub fn fallback_counts(&self) -> Vec<(Fallback, u64)> {
         Fallback::ALL
