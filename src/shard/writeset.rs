@@ -21,7 +21,8 @@
 //!   parallelism.
 //! - Every row change also holds `Table { id: its table, exclusive: false }`
 //!   and `Shard { id: its schema, exclusive: false }`, so that a later
-//!   exclusive key of its table or shard conflicts with it.
+//!   exclusive key of its table or shard conflicts with it (a table not in
+//!   the metadata holds its exclusive table key instead).
 //! - Where a row key does not decide, coarser keys, each with its reason
 //!   ([`Fallback`], counted by the scheduler's status):
 //!   - `Table { id: the table, exclusive: true }` for every change of a
@@ -236,7 +237,7 @@ const CATALOG: u32 = u32::MAX - 1;
 const UNKNOWN: u32 = u32::MAX - 2;
 
 /// What a statement of a schema holds besides its exclusive shard key.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct SchemaPlan {
     /// Table name → index in [`Writesets::plans`].
     tables: foldhash::HashMap<String, u32>,
@@ -253,7 +254,7 @@ type Reference = ((String, String), (String, String));
 
 /// The replica's key metadata of every table, and the writeset of a
 /// transaction (module doc).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Writesets {
     /// The metadata, in `(schema, table)` order.
     tables: Vec<TableKeys>,
