@@ -233,6 +233,7 @@ impl Channels {
             poll: Duration::from_millis(100),
             skip_seqnos: Vec::new(),
             immediate: None,
+            expected_positions: Vec::new(),
         };
         let start = Instant::now();
         scheduler::run(

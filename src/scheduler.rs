@@ -182,6 +182,25 @@ pub enum SchedulerError {
         /// What failed.
         message: String,
     },
+    /// A restart row recorded a seqno beyond the queue at start, and the
+    /// transaction the queue now holds as that seqno ends elsewhere: the
+    /// row was edited, or the queue is an older copy or another service's.
+    #[error(
+        "restart row of channel {channel} records seqno {seqno} ending at binlog position \
+         {row_event_id}, but the queue's seqno {seqno} ends at {queue_event_id}: the row was \
+         edited, or the queue is an older copy or another service's. Restore the row or the \
+         queue directory, or re-seed the replica and `shardrepctl reset --confirm SERVICE`"
+    )]
+    RowMismatch {
+        /// The row's channel.
+        channel: ChannelId,
+        /// The seqno.
+        seqno: Seqno,
+        /// The row's binlog position.
+        row_event_id: BinlogPosition,
+        /// The queued transaction's.
+        queue_event_id: BinlogPosition,
+    },
     /// A channel's input closed unexpectedly (its thread ended).
     #[error("channel {0} stopped unexpectedly")]
     ChannelGone(ChannelId),
@@ -203,6 +222,24 @@ pub struct SchedulerSettings {
     /// When set at the time of a stop request: stop without STOP markers
     /// (`offline --immediate`; channels may end at different seqnos).
     pub immediate: Option<Arc<AtomicBool>>,
+    /// Restart rows beyond the queue's last seqno at start (the queue lost
+    /// its unflushed tail in a crash, after the channels had applied it):
+    /// when the queue holds that seqno again (extracted anew), its binlog
+    /// position must be the row's, else [`SchedulerError::RowMismatch`].
+    /// Sorted by seqno.
+    pub expected_positions: Vec<ExpectedPosition>,
+}
+
+/// A restart row's seqno and binlog position, checked against the queue
+/// when the scheduler reads that seqno ([`SchedulerSettings::expected_positions`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedPosition {
+    /// The row's channel.
+    pub channel: ChannelId,
+    /// The row's seqno.
+    pub seqno: Seqno,
+    /// The row's binlog position (after that transaction).
+    pub event_id: BinlogPosition,
 }
 
 /// A transaction as the scheduler takes it from the queue: with the epoch
@@ -255,6 +292,8 @@ where
     let mut placer = placement::Placer::new(channels);
     let mut writeset = Writeset::default();
     let mut reload_after: Option<row::ReloadAfter> = None;
+    // The next of `settings.expected_positions` to check.
+    let mut next_expected = 0usize;
     let send = |channel: ChannelId, work: Work| -> Result<(), SchedulerError> {
         senders[channel.index()]
             .send(work)
@@ -373,6 +412,20 @@ where
             continue;
         };
         let seqno = txn.seqno;
+        while let Some(expected) = settings.expected_positions.get(next_expected) {
+            if expected.seqno > seqno {
+                break;
+            }
+            next_expected += 1;
+            if expected.seqno == seqno && expected.event_id != txn.end_position {
+                return Err(SchedulerError::RowMismatch {
+                    channel: expected.channel,
+                    seqno,
+                    row_event_id: expected.event_id.clone(),
+                    queue_event_id: txn.end_position.clone(),
+                });
+            }
+        }
         let marker = Arc::new(Marker::new(&txn, epoch, gtid_position));
         let skipped = settings
             .skip_seqnos
@@ -858,6 +911,7 @@ mod tests {
             poll: Duration::from_millis(10),
             skip_seqnos: Vec::new(),
             immediate: None,
+            expected_positions: Vec::new(),
         };
         run(
             |_| {

@@ -140,6 +140,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         poll: Duration::from_millis(10),
         skip_seqnos: Vec::new(),
         immediate: None,
+        expected_positions: Vec::new(),
     };
     scheduler::run(
         |_| {

@@ -138,7 +138,7 @@ pub fn run(
         .build()
         .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
-    setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
     let first = takeover::first_start(
         &runtime,
         config,
@@ -186,6 +186,7 @@ pub fn run(
         poll: Duration::from_millis(100),
         skip_seqnos: start.skip_seqnos,
         immediate: options.immediate.clone(),
+        expected_positions,
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

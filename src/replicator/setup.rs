@@ -13,7 +13,7 @@ use crate::config::{Config, Parallelism};
 use crate::position::Seqno;
 use crate::queue::TransactionQueue;
 use crate::scheduler::row::{RowKeys, WritesetReader};
-use crate::scheduler::ShardRouter;
+use crate::scheduler::{ExpectedPosition, ShardRouter};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::filter::ShardFilter;
 use crate::shard::foreign_keys::{read_foreign_keys, ForeignKeyReader, ForeignKeyRouting};
@@ -95,8 +95,8 @@ pub(super) fn prepare_catalog(
 /// Refuses an empty queue with committed restart rows: the queue was lost
 /// (or is another service's). Seqnos cannot be rebuilt safely, and any
 /// other start would skip or repeat transactions. With a queue that holds
-/// transactions, refuses restart rows beyond its last seqno instead
-/// ([`refuse_rows_beyond_queue`]).
+/// transactions, returns the restart rows beyond its last seqno
+/// ([`rows_beyond_queue`]), for the scheduler to check.
 ///
 /// # Errors
 /// [`RunError::Setup`] naming the queue, the seqno, binlog position and
@@ -106,12 +106,12 @@ pub(super) fn refuse_lost_queue(
     catalog: &str,
     queue: &TransactionQueue,
     rows: &[RestartRow],
-) -> Result<(), RunError> {
+) -> Result<Vec<ExpectedPosition>, RunError> {
     if queue.last_progress().is_some() {
-        return refuse_rows_beyond_queue(config, catalog, queue, rows);
+        return Ok(rows_beyond_queue(config, catalog, queue, rows));
     }
     let Some(applied) = rows.iter().filter_map(|r| r.seqno).min() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let row = rows
         .iter()
@@ -146,37 +146,49 @@ pub(super) fn refuse_lost_queue(
     )))
 }
 
-/// Refuses restart rows beyond the queue's last seqno: every seqno a row
-/// records was stored in the queue before it was applied, so such a row
-/// was edited, or the queue was replaced by an older one or another
-/// service's. Started anyway, that channel would skip its shards' next
-/// transactions up to the row's seqno.
-///
-/// # Errors
-/// [`RunError::Setup`] naming the channel, its seqno, the queue and its
-/// last seqno.
-fn refuse_rows_beyond_queue(
+/// The restart rows beyond the queue's last seqno. The channels apply a
+/// transaction once the queue has stored it, but the queue makes it
+/// durable only at its next flush, so after a crash (`kill -9`, power
+/// loss) the queue may have lost a tail the replica has applied; the
+/// extractor then reads those transactions again, from the queue's last
+/// position, and gives them the same seqnos. Each such row is logged and
+/// returned, and the scheduler checks that the queue's transaction of the
+/// row's seqno ends at the row's binlog position
+/// ([`crate::scheduler::SchedulerError::RowMismatch`] if not: the row was
+/// edited, or the queue is an older copy or another service's).
+fn rows_beyond_queue(
     config: &Config,
     catalog: &str,
     queue: &TransactionQueue,
     rows: &[RestartRow],
-) -> Result<(), RunError> {
+) -> Vec<ExpectedPosition> {
     let next = queue.next_seqno();
-    let Some(row) = rows.iter().find(|r| r.seqno.is_some_and(|s| s >= next)) else {
-        return Ok(());
-    };
-    Err(RunError::setup(format!(
-        "restart row of channel {} ({catalog}.{}) is at seqno {}, beyond the last seqno the \
-         queue {} holds ({}): the row was edited, or the queue is an older copy or another \
-         service's. Restore the row or the queue directory, or re-seed the replica and \
-         `shardrepctl reset --confirm {}`",
-        row.channel,
-        crate::catalog::RESTART_TABLE,
-        row.seqno.map_or(0, Seqno::get),
-        config.queue.dir.display(),
-        next.get().saturating_sub(1),
-        config.service.name
-    )))
+    let mut beyond: Vec<ExpectedPosition> = rows
+        .iter()
+        .filter_map(|r| match (r.seqno, &r.event_id) {
+            (Some(seqno), Some(event_id)) if seqno >= next => Some(ExpectedPosition {
+                channel: r.channel,
+                seqno,
+                event_id: event_id.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    beyond.sort_by_key(|e| e.seqno);
+    for e in &beyond {
+        tracing::warn!(
+            channel = e.channel.get(),
+            seqno = e.seqno.get(),
+            event_id = %e.event_id,
+            queue = %config.queue.dir.display(),
+            queue_last_seqno = next.get() as i64 - 1,
+            catalog,
+            "restart row beyond the queue's last seqno: the queue lost its unflushed tail in a \
+             crash; the transactions are extracted again, and the row's seqno is checked \
+             against its binlog position when the queue holds it again"
+        );
+    }
+    beyond
 }
 
 /// The seqno dispatch starts at: after the lowest restart row (each
