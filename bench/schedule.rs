@@ -234,6 +234,7 @@ impl Channels {
             skip_seqnos: Vec::new(),
             immediate: None,
             expected_positions: Vec::new(),
+            row_fill: 0,
         };
         let start = Instant::now();
         scheduler::run(

@@ -228,6 +228,11 @@ pub struct SchedulerSettings {
     /// position must be the row's, else [`SchedulerError::RowMismatch`].
     /// Sorted by seqno.
     pub expected_positions: Vec<ExpectedPosition>,
+    /// Under `parallelism = "row"`: independent transactions fill one
+    /// channel until this many are in flight on it before the next is
+    /// used ([`placement::Placer::filling`]; the block size makes full
+    /// blocks); 0: always the least loaded channel.
+    pub row_fill: usize,
 }
 
 /// A restart row's seqno and binlog position, checked against the queue
@@ -289,7 +294,7 @@ where
     let mut temp_tables = crate::shard::temp_tables::TempTables::default();
     // Row parallelism: the placement state, the writeset of the current
     // transaction, and a DDL after which the key metadata is read again.
-    let mut placer = placement::Placer::new(channels);
+    let mut placer = placement::Placer::filling(channels, settings.row_fill);
     let mut writeset = Writeset::default();
     let mut reload_after: Option<row::ReloadAfter> = None;
     // The next of `settings.expected_positions` to check.
@@ -912,6 +917,7 @@ mod tests {
             skip_seqnos: Vec::new(),
             immediate: None,
             expected_positions: Vec::new(),
+            row_fill: 0,
         };
         run(
             |_| {

@@ -141,6 +141,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         skip_seqnos: Vec::new(),
         immediate: None,
         expected_positions: Vec::new(),
+        row_fill: 0,
     };
     scheduler::run(
         |_| {

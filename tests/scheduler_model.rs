@@ -97,9 +97,10 @@ proptest! {
     #[test]
     fn conflicting_transactions_never_overlap_and_commit_in_seqno_order(
         channels in 1usize..5,
+        fill in 0usize..4,
         steps in prop::collection::vec(step(), 1..120),
     ) {
-        let mut placer = Placer::new(channels);
+        let mut placer = Placer::filling(channels, fill);
         let mut model = Model {
             channels: vec![VecDeque::new(); channels],
             committed: vec![None; channels],

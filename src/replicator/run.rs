@@ -187,6 +187,7 @@ pub fn run(
         skip_seqnos: start.skip_seqnos,
         immediate: options.immediate.clone(),
         expected_positions,
+        row_fill: config.apply.block_commit_txns as usize,
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

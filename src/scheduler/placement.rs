@@ -4,9 +4,16 @@
 //!
 //! [`Placer::place`] answers for one transaction: `Some(channel)` when at
 //! most one channel holds live work it conflicts with (that channel; none:
-//! the channel with the fewest transactions in flight, ties taken in turn
-//! so that idle channels share the work), `None` when two or more do (the
-//! scheduler waits for commits, then asks again). [`Placer::sent`] records
+//! see below), `None` when two or more do (the scheduler waits for
+//! commits, then asks again).
+//!
+//! Independent work fills one channel at a time: the most loaded channel
+//! with fewer than `fill` transactions in flight takes it (so blocks are
+//! full: one commit, one restart-row update and one round of merged
+//! statements for up to `block_commit_txns` transactions), and only when
+//! every channel has `fill` or more does the least loaded one take it.
+//! With `fill` 0 or 1, the least loaded channel always takes it. Ties are
+//! taken in turn so that the channels share the work. [`Placer::sent`] records
 //! the transaction once sent.
 
 use std::collections::VecDeque;
@@ -22,17 +29,26 @@ pub struct Placer {
     in_flight: Vec<VecDeque<Seqno>>,
     conflicts: Conflicts,
     next_turn: usize,
+    fill: usize,
 }
 
 impl Placer {
-    /// A placer for `channels` channels (at least 1).
+    /// A placer for `channels` channels (at least 1) that spreads
+    /// independent work to the least loaded channel.
     pub fn new(channels: usize) -> Placer {
+        Placer::filling(channels, 0)
+    }
+
+    /// A placer that fills one channel with up to `fill` in-flight
+    /// transactions before it takes the next (module doc).
+    pub fn filling(channels: usize, fill: usize) -> Placer {
         let channels = channels.max(1);
         Placer {
             deps: Dependencies::new(),
             in_flight: vec![VecDeque::new(); channels],
             conflicts: Conflicts::new(channels),
             next_turn: 0,
+            fill,
         }
     }
 
@@ -101,19 +117,27 @@ impl Placer {
 
     fn least_loaded(&mut self, committed: &impl Fn(ChannelId) -> Option<Seqno>) -> ChannelId {
         let channels = self.in_flight.len();
-        let mut best = (usize::MAX, ChannelId::FIRST);
+        // The least loaded channel, and the most loaded one below `fill`.
+        let mut least = (usize::MAX, ChannelId::FIRST);
+        let mut filling: Option<(usize, ChannelId)> = None;
         for i in 0..channels {
             let c = ChannelId::recorded(((self.next_turn + i) % channels) as u16);
             let load = self.load(c, committed(c));
-            if load < best.0 {
-                best = (load, c);
-                if load == 0 {
-                    break;
-                }
+            if load < least.0 {
+                least = (load, c);
+            }
+            if load < self.fill && filling.is_none_or(|(l, _)| load > l) {
+                filling = Some((load, c));
             }
         }
-        self.next_turn = (best.1.index() + 1) % channels;
-        best.1
+        match filling {
+            // Keep filling it: the turn stays.
+            Some((load, c)) if load > 0 => c,
+            _ => {
+                self.next_turn = (least.1.index() + 1) % channels;
+                least.1
+            }
+        }
     }
 }
 
@@ -137,5 +161,26 @@ mod tests {
         // Once seqno 1 committed, it follows seqno 0.
         let done = |c: ChannelId| (c == b).then_some(Seqno(1));
         assert_eq!(placer.place(&[Key::Row(1), Key::Row(2)], &done), Some(a));
+    }
+
+    #[test]
+    fn independent_work_fills_one_channel_before_the_next() {
+        let mut placer = Placer::filling(3, 2);
+        let none = |_: ChannelId| None;
+        let mut placed = Vec::new();
+        for s in 0..7u64 {
+            let c = placer.place(&[Key::Row(s)], &none).unwrap();
+            placer.sent(&[Key::Row(s)], Seqno(s), c, &none);
+            placed.push(c.get());
+        }
+        // Two each, then the least loaded (all at 2): in turn.
+        assert_eq!(placed, [0, 0, 1, 1, 2, 2, 0]);
+        // Channel 1 committed its two: it is empty, channel 0 holds three,
+        // channel 2 two: the next fills channel 1 again.
+        let done = |c: ChannelId| (c.get() == 1).then_some(Seqno(3));
+        assert_eq!(
+            placer.place(&[Key::Row(99)], &done),
+            Some(ChannelId::recorded(1))
+        );
     }
 }
