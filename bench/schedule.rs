@@ -90,6 +90,7 @@ fn router(assignment: ChannelAssignment) -> ShardRouter {
         assignment,
         map_updates: None,
         foreign_keys: None,
+        row_keys: None,
     }
 }
 
@@ -235,6 +236,8 @@ impl Channels {
             skip_seqnos: Vec::new(),
             immediate: None,
             committed: SeqnoRanges::new(),
+            expected_positions: Vec::new(),
+            row_fill: 0,
         };
         let start = Instant::now();
         scheduler::run(

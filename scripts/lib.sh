@@ -26,6 +26,18 @@ workload_txns() {
     awk '/transactions:/ {s += $2} END {print s + 0}' "$(workload_log_dir)"/*.log 2>/dev/null || echo 0
 }
 
+# Each schema's transactions in the last `workload.sh run`: one line per
+# schema, "SCHEMA TRANSACTIONS PERCENT" (its share of the sum, one decimal),
+# from sysbench's "transactions:" line of each log.
+workload_shares() {
+    awk '/transactions:/ {
+            n = FILENAME; sub(/.*\//, "", n); sub(/\.log$/, "", n)
+            name[++k] = n; t[k] = $2; s += $2
+        }
+        END { for (i = 1; i <= k; i++) printf "%s %d %.1f\n", name[i], t[i], (s > 0 ? 100 * t[i] / s : 0) }' \
+        "$(workload_log_dir)"/*.log 2>/dev/null || true
+}
+
 # Port of a sandbox server name (master, replicaK).
 sandbox_port() {
     case "$1" in

@@ -27,6 +27,7 @@ load_env() {
 }
 load_env
 base=$SHARDREP_SANDBOX_DIR
+case "${SANDBOX_REPLICA_LOG_BIN:-ON}" in ON|OFF) ;; *) echo "sandbox: SANDBOX_REPLICA_LOG_BIN takes ON or OFF, got '$SANDBOX_REPLICA_LOG_BIN'" >&2; exit 2 ;; esac
 
 die() { echo "sandbox: $*" >&2; exit 1; }
 log() { echo "sandbox: $*" >&2; }
@@ -67,8 +68,20 @@ client() {
 # Single-quote a value for SQL.
 sql_quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/\\\\/\\\\\\\\/g; s/'/''/g")"; }
 
+# Whether server NAME writes a binlog: the master always (it is the source),
+# a replica unless SANDBOX_REPLICA_LOG_BIN=OFF (then without log_slave_updates).
+server_logs_binlog() {
+    [ "$1" != master ] || return 0
+    [ "${SANDBOX_REPLICA_LOG_BIN:-ON}" = ON ]
+}
+
 write_config() {
     local name=$1 dir; dir=$(server_dir "$name")
+    local binlog="log_bin                        = $dir/binlog/mariadb-bin
+log_bin_index                  = $dir/binlog/mariadb-bin.index" slave_updates=ON
+    if ! server_logs_binlog "$name"; then
+        binlog='# no log_bin: SANDBOX_REPLICA_LOG_BIN=OFF' slave_updates=OFF
+    fi
     cat > "$dir/my.cnf" <<CNF
 # Written by scripts/sandbox.sh; rewritten at every start.
 [mariadbd]
@@ -81,13 +94,12 @@ port                           = $(server_port "$name")
 bind-address                   = $SANDBOX_HOST
 skip-name-resolve
 server_id                      = $(server_id "$name")
-log_bin                        = $dir/binlog/mariadb-bin
-log_bin_index                  = $dir/binlog/mariadb-bin.index
+$binlog
 relay_log                      = $dir/relay/relay-bin
 binlog_format                  = ROW
 binlog_row_image               = FULL${SANDBOX_BINLOG_ROW_METADATA:+
 binlog_row_metadata            = $SANDBOX_BINLOG_ROW_METADATA}
-log_slave_updates              = ON
+log_slave_updates              = $slave_updates
 gtid_domain_id                 = $SANDBOX_GTID_DOMAIN_ID
 skip_slave_start               = ON
 report_host                    = $SANDBOX_HOST
@@ -148,7 +160,7 @@ create_server() {
     start_server "$name"
     bootstrap_users "$name"
     # A clean binlog: nothing of the bootstrap is replicated.
-    client "$name" -e 'RESET MASTER'
+    if server_logs_binlog "$name"; then client "$name" -e 'RESET MASTER'; fi
     if [ "$name" != master ]; then
         client "$name" -e "SET GLOBAL gtid_slave_pos = ''"
         configure_replication "$name"

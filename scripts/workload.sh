@@ -9,6 +9,8 @@
 #   --table-size N       rows per table (default 10000)
 #   --time SECS          run: seconds of load (default 10)
 #   --threads N          run: sysbench threads per schema (default 1)
+#   --hot-threads N      run: sysbench threads of schema sb01, the hot one
+#                        (default: --threads); the others run --threads
 #   --index-updates N    run: oltp_read_write --index-updates (default 4)
 #   --non-index-updates N  run: --non-index-updates (default 2)
 #   --server NAME        sandbox server to load (default master)
@@ -16,7 +18,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 action=${1:-}; shift || true
-schemas=8 tables=1 table_size=10000 time=10 threads=1 index_updates=4 non_index_updates=2 server=master
+schemas=8 tables=1 table_size=10000 time=10 threads=1 hot_threads='' index_updates=4 non_index_updates=2 server=master
 while [ $# -gt 0 ]; do
     case "$1" in
         --schemas) schemas=$2 ;;
@@ -24,12 +26,17 @@ while [ $# -gt 0 ]; do
         --table-size) table_size=$2 ;;
         --time) time=$2 ;;
         --threads) threads=$2 ;;
+        --hot-threads) hot_threads=$2 ;;
         --index-updates) index_updates=$2 ;;
         --non-index-updates) non_index_updates=$2 ;;
         --server) server=$2 ;;
         *) die "workload.sh: unknown option $1" ;;
     esac
     shift 2
+done
+hot_threads=${hot_threads:-$threads}
+for v in schemas tables table_size time threads hot_threads; do
+    [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "workload.sh: --${v//_/-} wants a positive integer, got '${!v}'"
 done
 command -v sysbench >/dev/null || die "sysbench is not installed (apt-get install -y sysbench)"
 port=$(sandbox_port "$server")
@@ -60,7 +67,9 @@ case "$action" in
         pids=()
         for i in $(seq 1 "$schemas"); do
             db=$(schema_name "$i")
-            sb "$db" --threads="$threads" --time="$time" --report-interval=0 \
+            n=$threads
+            [ "$i" != 1 ] || n=$hot_threads
+            sb "$db" --threads="$n" --time="$time" --report-interval=0 \
                 --index-updates="$index_updates" --non-index-updates="$non_index_updates" \
                 run > "$logs/$db.log" 2>&1 &
             pids+=($!)
@@ -68,11 +77,14 @@ case "$action" in
         for p in "${pids[@]}"; do wait "$p" || die "a sysbench run failed; see $logs/*.log"; done
         txns=$(workload_txns)
         say "ran $time s of oltp_read_write on $schemas schemas: $txns transactions"
+        # Each schema's share of the load (sb01's differs with --hot-threads).
+        say "threads: sb01 $hot_threads$([ "$schemas" = 1 ] || echo ", the others $threads"); per schema: $(workload_shares |
+            awk '{printf "%s%s %d (%.1f%%)", (NR > 1 ? ", " : ""), $1, $2, $3}')"
         ;;
     cleanup)
         for i in $(seq 1 "$schemas"); do
             sandbox_sql "$server" -e "DROP DATABASE IF EXISTS \`$(schema_name "$i")\`"
         done
         ;;
-    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -124,6 +124,39 @@ impl fmt::Display for ShardPolicy {
     }
 }
 
+/// How one shard's transactions are spread over the channels
+/// (`apply.parallelism`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// `"shard"`: every transaction of a shard on the shard's channel, in
+    /// the master's commit order (shared/DESIGN.md §4).
+    Shard,
+    /// `"row"`: transactions on any channel, ordered only where their row
+    /// keys (primary and unique key values) or coarser keys meet
+    /// ([`crate::shard::writeset`]); within a shard, commits may happen in
+    /// another order than on the master, per key never.
+    Row,
+}
+
+impl Parallelism {
+    /// Every mode, in the order messages list them.
+    pub const ALL: [Parallelism; 2] = [Parallelism::Shard, Parallelism::Row];
+
+    /// The TOML spelling: `shard` or `row`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Parallelism::Shard => "shard",
+            Parallelism::Row => "row",
+        }
+    }
+}
+
+impl fmt::Display for Parallelism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which kind of source a service reads (`source.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
@@ -423,6 +456,9 @@ pub struct ApplyConfig {
     /// `retry_max_backoff_ms`: cap of the doubling wait between retries, in
     /// milliseconds; at least 1, default 5000.
     pub retry_max_backoff_ms: u64,
+    /// `parallelism`: `"shard"` or `"row"` ([`Parallelism`]); default
+    /// `"shard"`.
+    pub parallelism: Parallelism,
 }
 
 impl Default for ApplyConfig {
@@ -437,6 +473,7 @@ impl Default for ApplyConfig {
             shard_list: None,
             retry_max_attempts: defaults::APPLY_RETRY_MAX_ATTEMPTS.default,
             retry_max_backoff_ms: defaults::APPLY_RETRY_MAX_BACKOFF_MS.default,
+            parallelism: defaults::APPLY_PARALLELISM,
         }
     }
 }

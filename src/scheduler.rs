@@ -54,6 +54,11 @@ use crate::applier::progress::Progress;
 use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno, SeqnoRanges};
+use crate::shard::writeset::{Key, Writeset};
+
+pub mod dependencies;
+pub mod placement;
+pub mod row;
 
 /// Where a transaction goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +105,28 @@ pub trait Router: Send {
     fn refresh(&mut self) -> Result<(), String> {
         Ok(())
     }
+
+    /// Under `parallelism = "row"`: fills `out` with `txn`'s writeset and
+    /// returns true; under `"shard"` (the default) returns false and the
+    /// route's channel is the one used.
+    fn row_keys(&mut self, _txn: &Transaction, _out: &mut Writeset) -> bool {
+        false
+    }
+
+    /// Whether [`Router::row_keys`] computes writesets (`parallelism =
+    /// "row"`).
+    fn row_keys_enabled(&self) -> bool {
+        false
+    }
+
+    /// Under `parallelism = "row"`: reads the key metadata of `shard`
+    /// again (`None`: of every schema), once a DDL of it has committed.
+    ///
+    /// # Errors
+    /// A message naming what could not be read.
+    fn refresh_row_keys(&mut self, _shard: Option<&str>) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Counters the scheduler keeps (read by status).
@@ -122,6 +149,8 @@ pub struct SchedulerCounters {
     /// The master sessions holding them, one line each
     /// (`server S thread T: db.a, db.b`).
     pub temp_table_sessions: std::sync::Mutex<Vec<String>>,
+    /// What row parallelism counts (zero under `parallelism = "shard"`).
+    pub row: row::RowCounters,
 }
 
 /// The channel that applies every transaction of master sessions with
@@ -158,6 +187,25 @@ pub enum SchedulerError {
         /// What failed.
         message: String,
     },
+    /// A restart row recorded a seqno beyond the queue at start, and the
+    /// transaction the queue now holds as that seqno ends elsewhere: the
+    /// row was edited, or the queue is an older copy or another service's.
+    #[error(
+        "restart row of channel {channel} records seqno {seqno} ending at binlog position \
+         {row_event_id}, but the queue's seqno {seqno} ends at {queue_event_id}: the row was \
+         edited, or the queue is an older copy or another service's. Restore the row or the \
+         queue directory, or re-seed the replica and `shardrepctl reset --confirm SERVICE`"
+    )]
+    RowMismatch {
+        /// The row's channel.
+        channel: ChannelId,
+        /// The seqno.
+        seqno: Seqno,
+        /// The row's binlog position.
+        row_event_id: BinlogPosition,
+        /// The queued transaction's.
+        queue_event_id: BinlogPosition,
+    },
     /// A channel's input closed unexpectedly (its thread ended).
     #[error("channel {0} stopped unexpectedly")]
     ChannelGone(ChannelId),
@@ -183,6 +231,29 @@ pub struct SchedulerSettings {
     /// ([`crate::applier::restart::Recovery::committed`]): never sent to a
     /// channel again.
     pub committed: SeqnoRanges,
+    /// Restart rows beyond the queue's last seqno at start (the queue lost
+    /// its unflushed tail in a crash, after the channels had applied it):
+    /// when the queue holds that seqno again (extracted anew), its binlog
+    /// position must be the row's, else [`SchedulerError::RowMismatch`].
+    /// Sorted by seqno.
+    pub expected_positions: Vec<ExpectedPosition>,
+    /// Under `parallelism = "row"`: independent transactions fill one
+    /// channel until this many are in flight on it before the next is
+    /// used ([`placement::Placer::filling`]; the block size makes full
+    /// blocks); 0: always the least loaded channel.
+    pub row_fill: usize,
+}
+
+/// A restart row's seqno and binlog position, checked against the queue
+/// when the scheduler reads that seqno ([`SchedulerSettings::expected_positions`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedPosition {
+    /// The row's channel.
+    pub channel: ChannelId,
+    /// The row's seqno.
+    pub seqno: Seqno,
+    /// The row's binlog position (after that transaction).
+    pub event_id: BinlogPosition,
 }
 
 /// A transaction as the scheduler takes it from the queue: with the epoch
@@ -230,6 +301,13 @@ where
     // A transaction that changes routing was sent: its seqno.
     let mut refresh_after: Option<Seqno> = None;
     let mut temp_tables = crate::shard::temp_tables::TempTables::default();
+    // Row parallelism: the placement state, the writeset of the current
+    // transaction, and a DDL after which the key metadata is read again.
+    let mut placer = placement::Placer::filling(channels, settings.row_fill);
+    let mut writeset = Writeset::default();
+    let mut reload_after: Option<row::ReloadAfter> = None;
+    // The next of `settings.expected_positions` to check.
+    let mut next_expected = 0usize;
     let send = |channel: ChannelId, work: Work| -> Result<(), SchedulerError> {
         senders[channel.index()]
             .send(work)
@@ -293,12 +371,32 @@ where
                     send(c, Work::Stop(marker.clone()))?;
                 }
             }
+            if router.row_keys_enabled() {
+                counters.row.log_summary();
+            }
             return Ok(last_marker);
         }
         let next_txn = next(settings.poll).map_err(SchedulerError::Queue)?;
         // After a transaction that changes routing: once it has committed,
         // before the next one is routed (or now, when idle, so that status
         // shows the new routing).
+        if let Some(ddl) = reload_after.take() {
+            let committed = progress.wait_until(|p| {
+                p.committed(ddl.channel.index())
+                    .is_some_and(|c| c >= ddl.seqno)
+            });
+            if !committed {
+                return Err(SchedulerError::Apply(Box::new(
+                    progress.error().expect("wait_until failed on an error"),
+                )));
+            }
+            router
+                .refresh_row_keys(ddl.shard.as_deref())
+                .map_err(|message| SchedulerError::Routing {
+                    seqno: ddl.seqno,
+                    message,
+                })?;
+        }
         if let Some(changed) = refresh_after.take() {
             barrier(&last_sent)?;
             router
@@ -328,6 +426,20 @@ where
             continue;
         };
         let seqno = txn.seqno;
+        while let Some(expected) = settings.expected_positions.get(next_expected) {
+            if expected.seqno > seqno {
+                break;
+            }
+            next_expected += 1;
+            if expected.seqno == seqno && expected.event_id != txn.end_position {
+                return Err(SchedulerError::RowMismatch {
+                    channel: expected.channel,
+                    seqno,
+                    row_event_id: expected.event_id.clone(),
+                    queue_event_id: txn.end_position.clone(),
+                });
+            }
+        }
         let marker = Arc::new(Marker::new(&txn, epoch, gtid_position));
         let skipped = settings
             .skip_seqnos
@@ -401,6 +513,14 @@ where
                 }
                 let bytes = txn.approx_bytes() as u64;
                 let reroutes = router.changes_routing(&txn);
+                let rows = router.row_keys(&txn, &mut writeset);
+                let ddl = rows && row::is_ddl(&txn);
+                if rows {
+                    counters.row.count_fallbacks(&writeset.fallbacks);
+                    if writeset.keys.contains(&Key::Global) {
+                        critical = true;
+                    }
+                }
                 if reroutes {
                     barrier(&last_sent)?;
                     if let Some(before) = &last_marker {
@@ -443,6 +563,17 @@ where
                             channel
                         }
                     };
+                    if ddl {
+                        reload_after = Some(row::ReloadAfter {
+                            seqno,
+                            channel,
+                            shard: (txn.shard != crate::event::UNKNOWN_SHARD)
+                                .then(|| txn.shard.clone()),
+                        });
+                    }
+                    if rows {
+                        placer.sent_elsewhere(seqno, channel);
+                    }
                     acquire(bytes)?;
                     progress.dispatched(&marker);
                     send(
@@ -459,6 +590,36 @@ where
                 } else {
                     if critical_channel.take().is_some() {
                         barrier(&last_sent)?;
+                    }
+                    if rows {
+                        // A DDL keeps its shard's own channel (restart
+                        // marks, module doc of `row`); the rest go where
+                        // their dependencies allow.
+                        let target = ddl.then_some(channel);
+                        channel = row::place(
+                            &mut placer,
+                            &writeset.keys,
+                            target,
+                            progress,
+                            &counters.row,
+                        )
+                        .ok_or_else(|| {
+                            SchedulerError::Apply(Box::new(
+                                progress.error().expect("placement failed on an error"),
+                            ))
+                        })?;
+                        placer.sent(&writeset.keys, seqno, channel, &|c: ChannelId| {
+                            progress.committed(c.index())
+                        });
+                        row::note_in_flight(&mut placer, progress, &counters.row, channels);
+                        if ddl {
+                            reload_after = Some(row::ReloadAfter {
+                                seqno,
+                                channel,
+                                shard: (txn.shard != crate::event::UNKNOWN_SHARD)
+                                    .then(|| txn.shard.clone()),
+                            });
+                        }
                     }
                     acquire(bytes)?;
                     progress.dispatched(&marker);
@@ -507,6 +668,9 @@ pub struct ShardRouter {
     /// The shards joined by foreign keys on the replica, and how to read
     /// them again after DDL; `None`: every shard is independent.
     pub foreign_keys: Option<crate::shard::foreign_keys::ForeignKeyRouting>,
+    /// Under `parallelism = "row"`: the replica's key metadata, for the
+    /// writesets; `None` under `"shard"`.
+    pub row_keys: Option<row::RowKeys>,
 }
 
 impl Router for ShardRouter {
@@ -584,6 +748,27 @@ impl Router for ShardRouter {
     fn refresh(&mut self) -> Result<(), String> {
         match &mut self.foreign_keys {
             Some(fk) => fk.refresh(&self.assignment),
+            None => Ok(()),
+        }
+    }
+
+    fn row_keys(&mut self, txn: &Transaction, out: &mut Writeset) -> bool {
+        match &self.row_keys {
+            Some(keys) => {
+                keys.writesets.writeset(txn, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn row_keys_enabled(&self) -> bool {
+        self.row_keys.is_some()
+    }
+
+    fn refresh_row_keys(&mut self, shard: Option<&str>) -> Result<(), String> {
+        match &mut self.row_keys {
+            Some(keys) => keys.reload(shard),
             None => Ok(()),
         }
     }
@@ -755,6 +940,8 @@ mod tests {
             skip_seqnos: Vec::new(),
             immediate: None,
             committed: SeqnoRanges::new(),
+            expected_positions: Vec::new(),
+            row_fill: 0,
         };
         run(
             |_| {

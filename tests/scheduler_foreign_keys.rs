@@ -73,6 +73,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         assignment: assignment.clone(),
         map_updates: None,
         foreign_keys: Some(foreign_keys),
+        row_keys: None,
     };
 
     let progress = Arc::new(Progress::new(&[None; CHANNELS as usize]));
@@ -140,6 +141,8 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         skip_seqnos: Vec::new(),
         immediate: None,
         committed: SeqnoRanges::new(),
+        expected_positions: Vec::new(),
+        row_fill: 0,
     };
     scheduler::run(
         |_| {

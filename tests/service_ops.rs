@@ -675,31 +675,48 @@ async fn a_malformed_restart_row_is_an_error_naming_its_channel_and_text() {
     )
     .await;
 
-    // A seqno beyond the queue's last: that channel would skip its
-    // shards' next transactions.
-    refused_start(
-        sb,
-        &spec,
-        &mut replica,
-        &table,
-        &format!("UPDATE {table} SET channel = 1, seqno = 999999 WHERE channel = 99"),
-        format!(
-            "restart row of channel 1 ({catalog}.restart_position) is at seqno 999999, beyond \
-             the last seqno the queue {} holds ({}): the row was edited, or the queue is an \
-             older copy or another service's. Restore the row or the queue directory, or \
-             re-seed the replica and `shardrepctl reset --confirm {}`",
-            spec.dir.join("queue").display(),
-            good[1].1,
-            spec.service
-        ),
-    )
-    .await;
+    // A seqno beyond the queue's last is what a crash leaves when the
+    // queue lost its unflushed tail: the start goes on, and when the
+    // queue holds that seqno again its binlog position must be the row's.
+    // Here the row was edited (another position): refused once the next
+    // transaction is extracted as that seqno.
+    master
+        .query_drop(format!("INSERT INTO {s}.t VALUES (2)"))
+        .await
+        .unwrap();
+    let beyond = good[1].1 + 1;
+    let file = good[1].3.rsplit_once(':').unwrap().0.to_string();
+    let edited_position = format!("{file}:4");
+    let error = {
+        replica
+            .query_drop(format!(
+                "SET SESSION sql_log_bin = 0; UPDATE {table} SET channel = 1, seqno = {beyond}, \
+                 event_id = '{edited_position}' WHERE channel = 99"
+            ))
+            .await
+            .unwrap();
+        let edited = restart_rows(&mut replica, &table).await;
+        let error = spec.run_until_idle(sb).unwrap_err().to_string();
+        assert_eq!(restart_rows(&mut replica, &table).await, edited);
+        error
+    };
+    let head = format!(
+        "restart row of channel 1 records seqno {beyond} ending at binlog position \
+         {edited_position}, but the queue's seqno {beyond} ends at {file}:"
+    );
+    let tail = ": the row was edited, or the queue is an older copy or another service's. \
+                Restore the row or the queue directory, or re-seed the replica and \
+                `shardrepctl reset --confirm SERVICE`";
+    assert!(error.starts_with(&head) && error.ends_with(tail), "{error}");
+    let queued_pos: u64 = error[head.len()..error.len() - tail.len()].parse().unwrap();
+    assert!(queued_pos > 4, "{error}");
 
     // Repaired, the service starts and resumes where the rows say.
     replica
         .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {table} SET seqno = {} WHERE channel = 1",
-            good[1].1
+            "SET SESSION sql_log_bin = 0; UPDATE {table} SET seqno = {}, event_id = '{}' \
+             WHERE channel = 1",
+            good[1].1, good[1].3
         ))
         .await
         .unwrap();

@@ -6,12 +6,23 @@
 # with a CHECKSUM TABLE comparison against the master. See
 # bench/catchup/README.md.
 #
-# Usage: bench/catchup/run.sh [--quick] [options]
+# Usage: bench/catchup/run.sh [--quick] [--setting equal|hot|skew] [options]
 #   --quick              8 schemas, small tables, 30 s of load, flush=1 only,
 #                        the cache-resident data only (a few minutes)
+#   --setting NAME       a preset of the load; options given explicitly win:
+#                          equal  8 schemas x 1 table, 1 sysbench thread each
+#                                 (the defaults: today's setting)
+#                          hot    one hot schema: --schemas 1 --tables 8
+#                                 --threads-per-schema 8 (threads and channels 8)
+#                          skew   8 schemas x 1 table, sb01 with --hot-threads 12
+#                                 and the others 1 thread: sb01 takes about 60%
+#                                 of the transactions on a 2-core machine
 #   --schemas N          schemas sb01..sbNN, one sysbench per schema (default 8)
-#   --threads T          MariaDB parallel threads (default: = schemas)
-#   --channels C         shardrep channels (default: = schemas)
+#   --threads-per-schema N  sysbench threads per schema (default 1)
+#   --hot-threads N      sysbench threads of sb01 (default: --threads-per-schema)
+#   --threads T          MariaDB parallel threads (default: = schemas; 8 with
+#                        one schema, whose parallelism is inside it)
+#   --channels C         shardrep channels (default: = schemas; 8 with one schema)
 #   --time SECS          seconds of sysbench load on the master (default 120)
 #   --table-size N       rows per table, cache-resident data (default 100000)
 #   --io-table-size N    rows per table, I/O-bound data (default 1000000)
@@ -20,7 +31,16 @@
 #   --durability LIST    replica durability: "2 1" (default both); 2 =
 #                        innodb_flush_log_at_trx_commit=2, sync_binlog=0;
 #                        1 = innodb_flush_log_at_trx_commit=1, sync_binlog=1
-#   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock"
+#   --replica-binlog LIST  the replica's binlog: "on" (default: log_bin and
+#                        log_slave_updates, sync_binlog as --durability says),
+#                        "off" (no binlog on the replica), or "on off" (both)
+#   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock";
+#                        also shardrep-row (shardrep with [apply] parallelism = "row")
+#   --shardrep-opt K=V   write K = V into [apply] of every shardrep mode, e.g.
+#                        block_commit_txns=50 (repeatable; a value that is not
+#                        a number, true/false or quoted is written as a string;
+#                        a mode's own key wins: block_commit_txns of
+#                        shardrep-noblock, parallelism of shardrep-row)
 #   --assign hash|even   shardrep channel assignment: the default hash of the
 #                        shard name (default), or sbNN -> channel (NN-1) mod C
 #   --bucket SECS        plot buckets (default 10; 2 with --quick), always
@@ -47,11 +67,18 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" | sed 's/^# \{0,1\}//'; }
 
 quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_table_size=1000000
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
+threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row"
+# sb01's sysbench threads in --setting skew: with the other 7 schemas at one
+# thread each, sb01 took about 60% of the transactions on a 2-core machine
+# (measured: see bench/catchup/README.md).
+skew_hot_threads=12
+command_line=$(printf "%q " "$0" "$@"); command_line=${command_line% }
 explicit=" "
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -59,6 +86,7 @@ while [ $# -gt 0 ]; do
         --keep) keep=1; shift; continue ;;
         -h|--help) usage; exit 0 ;;
         --schemas|--threads|--channels|--time|--table-size|--io-table-size|--tables|--data|--durability|--modes|--assign|--timeout|--stall|--bucket|--rotate-secs) ;;
+        --setting|--threads-per-schema|--hot-threads|--replica-binlog|--shardrep-opt) ;;
         *) echo "catchup: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     [ $# -ge 2 ] || { echo "catchup: $1 needs a value (see --help)" >&2; exit 2; }
@@ -78,13 +106,41 @@ while [ $# -gt 0 ]; do
         --stall) stall_secs=$2 ;;
         --bucket) bucket=$2 ;;
         --rotate-secs) rotate_secs=$2 ;;
+        --setting) preset=$2 ;;
+        --threads-per-schema) threads_per_schema=$2 ;;
+        --hot-threads) hot_threads=$2 ;;
+        --replica-binlog) binlog_list=$2 ;;
+        --shardrep-opt) shardrep_opts+=("$2") ;;
         *) echo "catchup: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     explicit+="$1 "
     shift 2
 done
+# A preset sets what was not given explicitly; --quick leaves what a preset set.
+preset_value() {  # OPTION VARIABLE VALUE
+    [[ "$explicit" == *" $1 "* ]] && return 0
+    printf -v "$2" '%s' "$3"
+    explicit+="$1 "
+}
+case "$preset" in
+    '') ;;
+    equal)
+        preset_value --schemas schemas 8
+        preset_value --tables tables 1
+        preset_value --threads-per-schema threads_per_schema 1 ;;
+    hot)
+        preset_value --schemas schemas 1
+        preset_value --tables tables 8
+        preset_value --threads-per-schema threads_per_schema 8 ;;
+    skew)
+        preset_value --schemas schemas 8
+        preset_value --tables tables 1
+        preset_value --threads-per-schema threads_per_schema 1
+        preset_value --hot-threads hot_threads "$skew_hot_threads" ;;
+    *) echo "catchup: --setting takes equal, hot or skew, got '$preset'" >&2; exit 2 ;;
+esac
 if [ "$quick" = 1 ]; then
-    # Quick defaults; options given explicitly still win.
+    # Quick defaults; options given explicitly (or by --setting) still win.
     [[ "$explicit" == *" --schemas "* ]] || schemas=8
     [[ "$explicit" == *" --time "* ]] || load_secs=30
     [[ "$explicit" == *" --table-size "* ]] || table_size=10000
@@ -92,18 +148,48 @@ if [ "$quick" = 1 ]; then
     [[ "$explicit" == *" --durability "* ]] || durability_list=1
     [[ "$explicit" == *" --bucket "* ]] || bucket=2
 fi
-threads=${threads:-$schemas}
-channels=${channels:-$schemas}
-for v in schemas threads channels load_secs table_size io_table_size tables timeout stall_secs bucket; do
+# Parallel width: one per schema, or 8 for a single schema (its parallelism
+# is inside it: the hot setting's 8 sysbench threads).
+default_width=$schemas
+[ "$schemas" != 1 ] || default_width=8
+threads=${threads:-$default_width}
+channels=${channels:-$default_width}
+hot_threads=${hot_threads:-$threads_per_schema}
+for v in schemas threads channels load_secs table_size io_table_size tables timeout stall_secs bucket threads_per_schema hot_threads; do
     [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "catchup: ${v//_/-} wants a positive integer, got '${!v}'" >&2; exit 2; }
 done
+if [ "$schemas" = 1 ]; then
+    load_threads="$hot_threads sysbench thread(s)"
+else
+    load_threads="sysbench threads: sb01 $hot_threads, the others $threads_per_schema"
+fi
 [[ "$rotate_secs" =~ ^[0-9]+$ ]] || { echo "catchup: --rotate-secs wants an integer, got '$rotate_secs'" >&2; exit 2; }
 [ "$schemas" -le 99 ] || { echo "catchup: at most 99 schemas" >&2; exit 2; }
 for d in $data_list; do case "$d" in cache|io) ;; *) echo "catchup: --data takes cache and/or io, got '$d'" >&2; exit 2 ;; esac; done
 for d in $durability_list; do case "$d" in 1|2) ;; *) echo "catchup: --durability takes 1 and/or 2, got '$d'" >&2; exit 2 ;; esac; done
+for b in $binlog_list; do case "$b" in on|off) ;; *) echo "catchup: --replica-binlog takes on and/or off, got '$b'" >&2; exit 2 ;; esac; done
+[ -n "${binlog_list// /}" ] || { echo "catchup: --replica-binlog wants on and/or off" >&2; exit 2; }
 for m in $modes; do
-    case "$m" in native|conservative|optimistic|shardrep|shardrep-noblock) ;;
-        *) echo "catchup: unknown mode '$m' (modes: native conservative optimistic shardrep shardrep-noblock, separated by spaces)" >&2; exit 2 ;; esac
+    case " $all_modes " in *" $m "*) ;;
+        *) echo "catchup: unknown mode '$m' (modes: $all_modes, separated by spaces)" >&2; exit 2 ;; esac
+done
+# --shardrep-opt KEY=VALUE as TOML lines of [apply] ("key = value").
+apply_extra=()
+for o in ${shardrep_opts[@]+"${shardrep_opts[@]}"}; do
+    k=${o%%=*} v=${o#*=}
+    [[ "$o" == *=* && "$k" =~ ^[a-z][a-z0-9_]*$ && -n "$v" ]] \
+        || { echo "catchup: --shardrep-opt wants KEY=VALUE with a lowercase key of [apply], got '$o'" >&2; exit 2; }
+    case "$k" in
+        channels) echo "catchup: --shardrep-opt channels: use --channels (the width is recorded with the results)" >&2; exit 2 ;;
+        shard_list) echo "catchup: --shardrep-opt shard_list: use --assign" >&2; exit 2 ;;
+    esac
+    for e in ${apply_extra[@]+"${apply_extra[@]}"}; do
+        [ "${e%% = *}" != "$k" ] || { echo "catchup: --shardrep-opt $k given twice" >&2; exit 2; }
+    done
+    if [[ ! "$v" =~ ^(-?[0-9]+(\.[0-9]+)?|true|false|\".*\"|\'.*\'|\[.*\])$ ]]; then
+        v=${v//\\/\\\\}; v=\"${v//\"/\\\"}\"
+    fi
+    apply_extra+=("$k = $v")
 done
 case "$assign" in hash|even) ;; *) echo "catchup: --assign takes hash or even" >&2; exit 2 ;; esac
 
@@ -213,7 +299,7 @@ prepare_data() {
     SANDBOX_INNODB_BUFFER_POOL_SIZE=$master_pool sandbox up 0 >/dev/null
     read -r start_file start_pos < <(msql -e 'SHOW MASTER STATUS' | cut -f1,2)
     start_gtid=$(msql -e 'SELECT @@gtid_binlog_pos')
-    say "[$setting] start position $start_file:$start_pos (gtid $start_gtid); $load_secs s of oltp_read_write on $schemas schemas"
+    say "[$setting] start position $start_file:$start_pos (gtid $start_gtid); $load_secs s of oltp_read_write on $schemas schemas ($load_threads)"
     local rotator=''
     if [ "$rotate_secs" -gt 0 ]; then
         # Binlog rotations inside the backlog: every mode must follow them.
@@ -221,7 +307,14 @@ prepare_data() {
         rotator=$!
     fi
     "$root/scripts/workload.sh" run --schemas "$schemas" --tables "$tables" --table-size "$size" \
-        --time "$load_secs" --threads 1 --index-updates 4 --non-index-updates 2
+        --time "$load_secs" --threads "$threads_per_schema" --hot-threads "$hot_threads" \
+        --index-updates 4 --non-index-updates 2
+    # Each schema's share of the load, from sysbench's counts (its logs go
+    # with the results: the servers' directory is removed at the end).
+    local shares
+    shares=$(workload_shares)
+    rm -rf "$logs/sysbench-$setting"
+    cp -a "$(workload_log_dir)" "$logs/sysbench-$setting"
     if [ -n "$rotator" ]; then kill "$rotator" 2>/dev/null || true; wait "$rotator" 2>/dev/null || true; fi
     read -r end_file end_pos < <(msql -e 'SHOW MASTER STATUS' | cut -f1,2)
     end_gtid=$(msql -e 'SELECT @@gtid_binlog_pos')
@@ -234,28 +327,40 @@ prepare_data() {
     txns=$(( ${e:-0} - ${s:-0} ))
     binlog_mb=$(awk -v b="$end_bytes" 'BEGIN {printf "%.1f", b / 1e6}')
     say "[$setting] end position $end_file:$end_pos (gtid $end_gtid): $binlog_mb MB of binlog, $txns transactions"
-    cat > "$results/load-$setting.txt" <<TXT
-setting=$setting schemas=$schemas tables=$tables table_size=$size load_secs=$load_secs
+    hot_share=$(awk '$1 == "sb01" {print $3; exit}' <<< "$shares")
+    say "[$setting] per schema (sysbench transactions, share): $(awk '{printf "%s%s %d (%.1f%%)", (NR > 1 ? ", " : ""), $1, $2, $3}' <<< "$shares")"
+    {
+        cat <<TXT
+setting=$setting preset=${preset:--} schemas=$schemas tables=$tables table_size=$size load_secs=$load_secs
+threads_per_schema=$threads_per_schema hot_threads=$hot_threads ($load_threads)
 start=$start_file:$start_pos start_gtid=$start_gtid
 end=$end_file:$end_pos end_gtid=$end_gtid
 binlog_bytes=$end_bytes transactions=$txns
 TXT
+        echo "# per schema: sysbench's transaction count and its share of the sum (%)"
+        awk '{printf "schema=%s transactions=%d share=%.1f%%\n", $1, $2, $3}' <<< "$shares"
+    } > "$results/load-$setting.txt"
 }
 
 # ---------------------------------------------------------------- the replica
-# restore_replica DURABILITY POOL FLUSH_METHOD: replica1 from the golden copy,
-# started with these settings, native replication configured at the start
-# position and stopped.
+# restore_replica DURABILITY POOL FLUSH_METHOD BINLOG: replica1 from the
+# golden copy, started with these settings (BINLOG on: log_bin and
+# log_slave_updates, sync_binlog=1 at durability 1; off: no binlog),
+# native replication configured at the start position and stopped.
 restore_replica() {
-    local dur=$1 pool=$2 method=$3 sync=0
+    local dur=$1 pool=$2 method=$3 binlog=$4 sync=0 log_bin=ON
     [ "$dur" = 1 ] && sync=1
+    [ "$binlog" = on ] || log_bin=OFF
     stop_server replica1
     rm -rf "$base/replica1"
     mkdir -p "$base/replica1/binlog" "$base/replica1/relay"
     cp -a "$base/golden" "$base/replica1/data"
     SANDBOX_INNODB_FLUSH_LOG_AT_TRX_COMMIT=$dur SANDBOX_SYNC_BINLOG=$sync \
         SANDBOX_INNODB_BUFFER_POOL_SIZE=$pool SANDBOX_INNODB_FLUSH_METHOD=$method \
-        sandbox up 1 >/dev/null
+        SANDBOX_REPLICA_LOG_BIN=$log_bin sandbox up 1 >/dev/null
+    local actual
+    actual=$(rsql -e 'SELECT IF(@@log_bin, "on", "off")')
+    [ "$actual" = "$binlog" ] || die "replica1 started with log_bin $actual, wanted $binlog"
     sandbox_sql replica1 <<SQL
 CHANGE MASTER TO MASTER_HOST = '$SANDBOX_HOST', MASTER_PORT = $SANDBOX_MASTER_PORT,
     MASTER_USER = '$SANDBOX_REPL_USER', MASTER_PASSWORD = '$SANDBOX_REPL_PASSWORD',
@@ -348,9 +453,32 @@ shardrep_applied() {  # SERVICE
     echo "$min"
 }
 
-# shardrep_catchup BLOCK LABEL DIR: run shardrep until idle. Sets run_secs / run_error.
+# The last N non-blank lines of shardrep's output FILE before a backtrace
+# (RUST_BACKTRACE set in the environment appends one to the error), on one
+# line, at most 600 characters.
+error_text() {  # FILE N
+    awk '/^Stack backtrace:/ {exit} /[^[:space:]]/' "$1" | tail -n "$2" | sed 's/^ *//' | paste -sd' ' | cut -c1-600
+}
+
+# The [apply] lines of a shardrep mode besides channels and shard_list: the
+# mode's own (shardrep-noblock: block commit off; shardrep-row: row
+# parallelism), then the --shardrep-opt lines whose key the mode does not set.
+apply_lines() {  # MODE
+    local own='' e
+    case "$1" in
+        shardrep-noblock) own='block_commit_txns = 1' ;;
+        shardrep-row) own='parallelism = "row"' ;;
+    esac
+    [ -z "$own" ] || echo "$own"
+    for e in ${apply_extra[@]+"${apply_extra[@]}"}; do
+        [ -n "$own" ] && [ "${e%% = *}" = "${own%% = *}" ] && continue
+        echo "$e"
+    done
+}
+
+# shardrep_catchup MODE LABEL DIR: run shardrep until idle. Sets run_secs / run_error.
 shardrep_catchup() {
-    local block=$1 label=$2 dir=$3 service=catchup t0 rc last_sample=-1 t bytes i c
+    local mode=$1 label=$2 dir=$3 service=catchup t0 rc last_sample=-1 t bytes i c
     local work=$base/shardrep
     mkdir -p "$dir"
     rm -rf "$work"
@@ -366,8 +494,6 @@ shardrep_catchup() {
         for s in $schema_list; do echo "$s=$((i % channels))" >> "$dir/shard.list"; i=$((i + 1)); done
         list_line="shard_list = \"$dir/shard.list\""
     fi
-    local block_line=''
-    [ "$block" = off ] && block_line='block_commit_txns = 1'
     cat > "$dir/shardrep.toml" <<TOML
 # Written by bench/catchup/run.sh: mode $label.
 [service]
@@ -390,7 +516,7 @@ password_env = "SHARDREP_PASSWORD"
 dir = "$work/queue"
 [apply]
 channels = $channels
-$block_line
+$(apply_lines "$mode")
 $list_line
 [shard_filter]
 map_file = "$dir/shard.map"
@@ -399,7 +525,7 @@ unknown_shard_policy = "accept"
 socket = "$work/control.sock"
 TOML
     SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$shardrep" check-config --config "$dir/shardrep.toml" > "$dir/check-config.txt" 2>&1 \
-        || { run_error="check-config failed: $(tail -5 "$dir/check-config.txt" | tr '\n' ' ')"; return; }
+        || { run_error="check-config failed: $(error_text "$dir/check-config.txt" 5)"; return; }
     next_report=0 last_bytes='' last_change=0
     t0=$(now)
     SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$shardrep" run --config "$dir/shardrep.toml" --until-idle \
@@ -436,7 +562,7 @@ TOML
     t=$(elapsed "$t0")
     shardrep_pid=''
     if [ "$rc" != 0 ]; then
-        run_error="shardrep exited $rc: $(grep -v '^\s*$' "$dir/shardrep.log" | tail -3 | tr '\n' ' ' | cut -c1-600)"
+        run_error="shardrep exited $rc: $(error_text "$dir/shardrep.log" 3)"
         return
     fi
     run_secs=$t
@@ -449,20 +575,20 @@ TOML
 
 # ---------------------------------------------------------------- the runs
 csv=$results/results.csv
-echo "data,durability,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,replica_cpu_secs,shardrep_cpu_secs,error" > "$csv"
+echo "data,durability,replica_binlog,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,replica_cpu_secs,shardrep_cpu_secs,shardrep_apply,error" > "$csv"
 declare -A native_secs=()
 failed=0
 
-run_mode() {  # SETTING DATA DURABILITY MODE
-    local setting=$1 data=$2 dur=$3 mode=$4 width label dir pool method=''
+run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
+    local setting=$1 data=$2 dur=$3 binlog=$4 mode=$5 width label dir pool method='' apply=''
     label="$setting $mode"
     dir=$results/runs/$setting/$mode
     mkdir -p "$dir"
     samples=$dir/samples.txt
     : > "$samples"
     if [ "$data" = io ]; then pool=$io_pool method=O_DIRECT; else pool=$cache_pool; fi
-    say "[$label] restoring the replica from the golden copy (flush_log_at_trx_commit=$dur, buffer pool $pool${method:+, $method})"
-    restore_replica "$dur" "$pool" "$method"
+    say "[$label] restoring the replica from the golden copy (flush_log_at_trx_commit=$dur, binlog $binlog, buffer pool $pool${method:+, $method})"
+    restore_replica "$dur" "$pool" "$method" "$binlog"
     run_secs='' run_error='' applier_cpu=''
     local rpid cpu0 replica_cpu=''
     rpid=$(cat "$base/replica1/mariadbd.pid")
@@ -471,8 +597,11 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep) width=$channels; shardrep_catchup on "$label" "$dir" ;;
-        shardrep-noblock) width=$channels; shardrep_catchup off "$label" "$dir" ;;
+        shardrep|shardrep-noblock|shardrep-row)
+            width=$channels
+            # The [apply] settings of this mode besides channels, as K=V K=V.
+            apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')
+            shardrep_catchup "$mode" "$label" "$dir" ;;
     esac
     replica_cpu=$(awk -v a="$cpu0" -v b="$(cpu_secs "$rpid")" 'BEGIN {printf "%.1f", b - a}')
     local checksum=-
@@ -502,8 +631,8 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         fi
         say "[$label] $secs s, $tps transactions/s${ratio:+, ${ratio}x native single-threaded}"
     fi
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s"\n' "$data" "flush=$dur" "$mode" "$schemas" "$width" \
-        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "${run_error//\"/\'}" >> "$csv"
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s","%s"\n' "$data" "flush=$dur" "$binlog" "$mode" "$schemas" "$width" \
+        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "${apply//\"/\'}" "${run_error//\"/\'}" >> "$csv"
     # Bytes applied per 10 s, for the plot: the growth of the applied
     # position over each bucket of $bucket s (last sample at or before its
     # end), scaled to MB per 10 s; a last bucket shorter than half a bucket
@@ -528,15 +657,36 @@ run_mode() {  # SETTING DATA DURABILITY MODE
         }' "$samples" > "$dir/per10s.txt"
 }
 
+# What this run measures, for the log, settings.txt and the report.
+extra_text=$(printf '%s; ' ${apply_extra[@]+"${apply_extra[@]}"}); extra_text=${extra_text%; }
+settings_text=$(cat <<TXT
+command: $command_line
+setting: ${preset:-(none: the options below)}
+load: $schemas schema(s) x $tables table(s); $load_threads; $load_secs s of oltp_read_write
+replica: durability $durability_list (2: innodb_flush_log_at_trx_commit=2, sync_binlog=0; 1: =1, sync_binlog=1); binlog $binlog_list (on: log_bin + log_slave_updates; off: no binlog)
+modes: $modes
+parallel threads $threads, shardrep channels $channels ($assign assignment)
+shardrep [apply] options (--shardrep-opt, every shardrep mode): ${extra_text:-none}
+TXT
+)
+printf '%s\n' "$settings_text" > "$results/settings.txt"
 say "results in $results"
-say "modes: $modes; schemas $schemas, parallel threads $threads, shardrep channels $channels ($assign assignment)"
+while IFS= read -r line; do say "$line"; done <<< "$settings_text"
+declare -A hot_share_of=() txns_of=()
+settings_run=()
 for data in $data_list; do
     if [ "$data" = io ]; then size=$io_table_size; else size=$table_size; fi
     prepare_data "$data" "$size"
+    hot_share_of[$data]=$hot_share txns_of[$data]=$txns
     for dur in $durability_list; do
-        setting="$data-flush$dur"
-        for mode in $modes; do
-            run_mode "$setting" "$data" "$dur" "$mode"
+        for binlog in $binlog_list; do
+            # Today's names when the replica logs; -nobinlog when it does not.
+            setting="$data-flush$dur"
+            [ "$binlog" = on ] || setting+=-nobinlog
+            settings_run+=("$setting:$data")
+            for mode in $modes; do
+                run_mode "$setting" "$data" "$dur" "$binlog" "$mode"
+            done
         done
     done
 done
@@ -545,11 +695,18 @@ done
 echo
 echo "== catch-up results ($(hostname), $(nproc) cores; $schemas schemas, $load_secs s of load)"
 {
-    echo "data durability mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum cpu_s:replica+shardrep"
-    tail -n +2 "$csv" | awk -F, '{
-        printf "%s %s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8,
-            ($9 == "" ? "-" : $9), ($10 == "" ? "-" : $10 "x"), $11, $12 ($13 == "" ? "" : "+" $13) }'
-} | column -t | tee "$results/results.txt"
+    printf '%s\n' "$settings_text"
+    for data in $data_list; do
+        echo "load $data: ${txns_of[$data]:-?} transactions; sb01's share ${hot_share_of[$data]:-?}% (per schema: load-$data.txt)"
+    done
+    echo
+    {
+        echo "data durability replica_binlog mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum cpu_s:replica+shardrep"
+        tail -n +2 "$csv" | awk -F, '{
+            printf "%s %s %s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9,
+                ($10 == "" ? "-" : $10), ($11 == "" ? "-" : $11 "x"), $12, $13 ($14 == "" ? "" : "+" $14) }'
+    } | column -t
+} | tee "$results/results.txt"
 if [ -s "$results/failures.txt" ]; then
     echo
     echo "failures:"
@@ -558,8 +715,7 @@ fi
 
 # Plot: binlog MB applied per 10 s, one panel per setting, one line per mode.
 plot=$results/catchup.png
-settings=$(tail -n +2 "$csv" | awk -F, '{print $1 "-" $2}' | sed 's/flush=/flush/' | awk '!seen[$0]++')
-nset=$(wc -w <<< "$settings")
+nset=${#settings_run[@]}
 {
     echo "set terminal pngcairo size 1000,$((380 * nset)) font ',10'"
     echo "set output '$plot'"
@@ -570,9 +726,9 @@ nset=$(wc -w <<< "$settings")
     echo "set key outside right top"
     echo "set grid"
     echo "set yrange [0:*]"
-    for s in $settings; do
-        n=$(awk -F, -v s="$s" '$1 "-" $2 == s || $1 "-flush" substr($2, 7) == s {print $7; exit}' "$csv")
-        echo "set title 'catch-up, $s, $schemas schemas, $n transactions'"
+    for sd in "${settings_run[@]}"; do
+        s=${sd%%:*}
+        echo "set title 'catch-up, $s, $schemas schema(s) x $tables table(s), $load_threads, ${txns_of[${sd#*:}]} transactions'"
         printf 'plot '
         sep=''
         for mode in $modes; do

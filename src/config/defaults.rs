@@ -9,7 +9,7 @@
 //! checks the commented example `conf/shardrep.toml` all read them from
 //! here.
 
-use super::ShardPolicy;
+use super::{Parallelism, ShardPolicy};
 
 /// Inclusive bounds of an integer key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +159,9 @@ pub const APPLY_RETRY_MAX_ATTEMPTS: IntKey<u32> =
 /// `apply.retry_max_backoff_ms`.
 pub const APPLY_RETRY_MAX_BACKOFF_MS: IntKey<u64> =
     IntKey::new("apply.retry_max_backoff_ms", 5000, POSITIVE);
+
+/// `apply.parallelism`.
+pub const APPLY_PARALLELISM: Parallelism = Parallelism::Shard;
 
 /// `shard_filter.enforce_home`.
 pub const SHARD_FILTER_ENFORCE_HOME: bool = false;

@@ -16,8 +16,9 @@ use super::raw::{
 use super::start::StartPositionError;
 use super::{
     keys, redact, ApplyConfig, Config, ConfigError, ConfigProblem, ControlConfig,
-    FilesSourceConfig, LiveSourceConfig, QueueConfig, ReplicaConfig, Role, Secret, ServiceConfig,
-    ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint, SourceKind, StartPosition,
+    FilesSourceConfig, LiveSourceConfig, Parallelism, QueueConfig, ReplicaConfig, Role, Secret,
+    ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint, SourceKind,
+    StartPosition,
 };
 
 /// Parses `text` as read from `origin`, resolving passwords with `env`, and
@@ -440,6 +441,12 @@ impl<'a> Builder<'a> {
             retry_max_backoff_ms: self.int(
                 &defaults::APPLY_RETRY_MAX_BACKOFF_MS,
                 raw.retry_max_backoff_ms,
+            ),
+            parallelism: self.choice(
+                "apply.parallelism",
+                raw.parallelism,
+                defaults::APPLY_PARALLELISM,
+                &Parallelism::ALL,
             ),
         }
     }

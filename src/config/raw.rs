@@ -94,6 +94,7 @@ pub(super) struct RawApply {
     pub(super) shard_list: Option<String>,
     pub(super) retry_max_attempts: Option<Int>,
     pub(super) retry_max_backoff_ms: Option<Int>,
+    pub(super) parallelism: Option<String>,
 }
 
 /// `[shard_filter]` as written.

@@ -124,6 +124,7 @@ fn minimal_config_and_its_defaults() {
             shard_list: None,
             retry_max_attempts: 10,
             retry_max_backoff_ms: 5000,
+            parallelism: Parallelism::Shard,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -194,6 +195,7 @@ sync_interval_seqnos = 10
 shard_list = "conf/shard.list"
 retry_max_attempts = 0
 retry_max_backoff_ms = 100
+parallelism = "row"
 
 [shard_filter]
 map_file = "shard.map"
@@ -257,6 +259,7 @@ socket = "ctl.sock"
             shard_list: Some("conf/shard.list".into()),
             retry_max_attempts: 0,
             retry_max_backoff_ms: 100,
+            parallelism: Parallelism::Row,
         }
     );
     assert_eq!(

@@ -138,7 +138,7 @@ pub fn run(
         .build()
         .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
-    setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
     let first = takeover::first_start(
         &runtime,
         config,
@@ -198,6 +198,8 @@ pub fn run(
         skip_seqnos: start.skip_seqnos,
         immediate: options.immediate.clone(),
         committed: start.recovery.committed().clone(),
+        expected_positions,
+        row_fill: config.apply.block_commit_txns as usize,
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

@@ -9,15 +9,16 @@ use super::skips::{recorded_skip_ranges, requested_skips};
 use super::{connect_replica, first_start, replica_opts, RunError, RunOptions};
 use crate::applier::restart::{self, Recovery, RestartRow};
 use crate::applier::skipped;
-use crate::config::Config;
-use crate::position::Seqno;
+use crate::config::{Config, Parallelism};
 use crate::queue::TransactionQueue;
-use crate::scheduler::ShardRouter;
+use crate::scheduler::row::{RowKeys, WritesetReader};
+use crate::scheduler::{ExpectedPosition, ShardRouter};
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::filter::ShardFilter;
 use crate::shard::foreign_keys::{read_foreign_keys, ForeignKeyReader, ForeignKeyRouting};
 use crate::shard::map::ShardMap;
 use crate::shard::store;
+use crate::shard::writeset::Writesets;
 
 /// What the replica's catalog holds at the start of a run.
 pub(super) struct CatalogStart {
@@ -42,7 +43,9 @@ pub(super) struct CatalogStart {
 /// [`RunError::Setup`] (with the server's code when it sent one) when the
 /// map file cannot be loaded, a skip is refused, or the replica fails;
 /// [`RunError::Restart`] from the restart table, and from rows that do not
-/// say what to apply ([`restart::recover`]).
+/// say what to apply ([`restart::recover`]), or rows of an older shardrep
+/// at different seqnos under `parallelism = "row"`
+/// ([`Recovery::require_exact`]).
 pub(super) fn prepare_catalog(
     runtime: &Runtime,
     config: &Config,
@@ -87,6 +90,11 @@ pub(super) fn prepare_catalog(
         Ok::<_, RunError>((rows, map, recorded))
     })?;
     let recovery = restart::recover(&rows)?;
+    if config.apply.parallelism == Parallelism::Row {
+        // A transaction may run on another channel than before the stop:
+        // each channel's own row no longer tells what to skip.
+        recovery.require_exact()?;
+    }
     Ok(CatalogStart {
         rows,
         recovery,
@@ -98,8 +106,8 @@ pub(super) fn prepare_catalog(
 /// Refuses an empty queue with committed restart rows: the queue was lost
 /// (or is another service's). Seqnos cannot be rebuilt safely, and any
 /// other start would skip or repeat transactions. With a queue that holds
-/// transactions, refuses restart rows beyond its last seqno instead
-/// ([`refuse_rows_beyond_queue`]).
+/// transactions, returns the restart rows beyond its last seqno
+/// ([`rows_beyond_queue`]), for the scheduler to check.
 ///
 /// # Errors
 /// [`RunError::Setup`] naming the queue, the seqno, binlog position and
@@ -109,12 +117,12 @@ pub(super) fn refuse_lost_queue(
     catalog: &str,
     queue: &TransactionQueue,
     rows: &[RestartRow],
-) -> Result<(), RunError> {
+) -> Result<Vec<ExpectedPosition>, RunError> {
     if queue.last_progress().is_some() {
-        return refuse_rows_beyond_queue(config, catalog, queue, rows);
+        return Ok(rows_beyond_queue(config, catalog, queue, rows));
     }
     let Some(applied) = rows.iter().filter_map(|r| r.seqno).min() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let row = rows
         .iter()
@@ -149,56 +157,49 @@ pub(super) fn refuse_lost_queue(
     )))
 }
 
-/// Refuses restart rows beyond the queue's last seqno: every seqno a row
-/// records was stored in the queue before it was applied, so such a row
-/// was edited, or the queue was replaced by an older one or another
-/// service's. Started anyway, that channel would skip its shards' next
-/// transactions up to the row's seqno.
-///
-/// Except after a crash: channels may apply a transaction before the
-/// queue has made it durable, and a `kill -9` then loses it from the queue
-/// (its contract, `crate::queue`), while the restart row keeps it. The
-/// extractor extracts the lost tail again, with the same seqnos, from the
-/// queue's last stored position; a row whose binlog position is after that
-/// position is of that tail, and is kept. An edited seqno keeps the row's
-/// old position, at or before the queue's end.
-///
-/// # Errors
-/// [`RunError::Setup`] naming the channel, its seqno, the queue and its
-/// last seqno.
-fn refuse_rows_beyond_queue(
+/// The restart rows beyond the queue's last seqno. The channels apply a
+/// transaction once the queue has stored it, but the queue makes it
+/// durable only at its next flush, so after a crash (`kill -9`, power
+/// loss) the queue may have lost a tail the replica has applied; the
+/// extractor then reads those transactions again, from the queue's last
+/// position, and gives them the same seqnos. Each such row is logged and
+/// returned, and the scheduler checks that the queue's transaction of the
+/// row's seqno ends at the row's binlog position
+/// ([`crate::scheduler::SchedulerError::RowMismatch`] if not: the row was
+/// edited, or the queue is an older copy or another service's).
+fn rows_beyond_queue(
     config: &Config,
     catalog: &str,
     queue: &TransactionQueue,
     rows: &[RestartRow],
-) -> Result<(), RunError> {
+) -> Vec<ExpectedPosition> {
     let next = queue.next_seqno();
-    // The queue's position after its last stored transaction: a row whose
-    // transaction comes after it in the binlog recorded a seqno the crash
-    // took from the queue's tail (see the doc above).
-    let stored_end = queue.last_progress().map(|p| p.position);
-    let lost_tail = |r: &RestartRow| match (&r.event_id, &stored_end) {
-        (Some(at), Some(end)) => at > end,
-        _ => false,
-    };
-    let Some(row) = rows
+    let mut beyond: Vec<ExpectedPosition> = rows
         .iter()
-        .find(|r| r.seqno.is_some_and(|s| s >= next) && !lost_tail(r))
-    else {
-        return Ok(());
-    };
-    Err(RunError::setup(format!(
-        "restart row of channel {} ({catalog}.{}) is at seqno {}, beyond the last seqno the \
-         queue {} holds ({}): the row was edited, or the queue is an older copy or another \
-         service's. Restore the row or the queue directory, or re-seed the replica and \
-         `shardrepctl reset --confirm {}`",
-        row.channel,
-        crate::catalog::RESTART_TABLE,
-        row.seqno.map_or(0, Seqno::get),
-        config.queue.dir.display(),
-        next.get().saturating_sub(1),
-        config.service.name
-    )))
+        .filter_map(|r| match (r.seqno, &r.event_id) {
+            (Some(seqno), Some(event_id)) if seqno >= next => Some(ExpectedPosition {
+                channel: r.channel,
+                seqno,
+                event_id: event_id.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    beyond.sort_by_key(|e| e.seqno);
+    for e in &beyond {
+        tracing::warn!(
+            channel = e.channel.get(),
+            seqno = e.seqno.get(),
+            event_id = %e.event_id,
+            queue = %config.queue.dir.display(),
+            queue_last_seqno = next.get() as i64 - 1,
+            catalog,
+            "restart row beyond the queue's last seqno: the queue lost its unflushed tail in a \
+             crash; the transactions are extracted again, and the row's seqno is checked \
+             against its binlog position when the queue holds it again"
+        );
+    }
+    beyond
 }
 
 /// The run's router: the shard filter over `map`, the channel assignment,
@@ -227,11 +228,53 @@ pub(super) fn router(
     if let Some(o) = &options.observer {
         *o.foreign_keys.lock().expect("observer") = Some(foreign_keys.shared());
     }
+    let row_keys = match config.apply.parallelism {
+        Parallelism::Shard => None,
+        Parallelism::Row => {
+            let mut reader = writeset_reader(config);
+            let mut writesets = Writesets::default();
+            reader(&mut writesets, None).map_err(|e| {
+                RunError::setup(format!(
+                    "parallelism = \"row\": reading the replica's key metadata \
+                     (information_schema): {e}"
+                ))
+            })?;
+            Some(RowKeys { writesets, reader })
+        }
+    };
     Ok(ShardRouter {
         filter,
         assignment,
         map_updates: options.map_updates.clone(),
         foreign_keys: Some(foreign_keys),
+        row_keys,
+    })
+}
+
+/// Reads the replica's key metadata for the writesets
+/// ([`Writesets::load`]: every schema for `None`; one schema again with
+/// [`Writesets::reload_schema`]), each time on a new connection of its
+/// own (at start and after DDL).
+fn writeset_reader(config: &Config) -> WritesetReader {
+    let opts = replica_opts(config);
+    Box::new(move |writesets: &mut Writesets, schema: Option<&str>| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        runtime.block_on(async {
+            let mut conn = mysql_async::Conn::new(opts.clone())
+                .await
+                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let read = match schema {
+                Some(schema) => writesets.reload_schema(&mut conn, schema).await,
+                None => Writesets::load(&mut conn, None)
+                    .await
+                    .map(|w| *writesets = w),
+            };
+            let _ = conn.disconnect().await;
+            read.map_err(|e| e.to_string())
+        })
     })
 }
 

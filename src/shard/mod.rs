@@ -19,6 +19,9 @@
 //!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
 //! - [`foreign_keys`]: which shards foreign keys on the replica join, so
 //!   that they share one channel ([`ForeignKeyGroups`]).
+//! - [`writeset`]: the dependency keys of a transaction, from its row
+//!   images and the replica's key metadata ([`Writesets`]), for
+//!   parallelism inside a shard.
 //!
 //! The loaders of `shard.map` and `conf/shard.list` reject a file with every
 //! bad line listed ([`LineProblem`]), never the first one only.
@@ -34,12 +37,14 @@ pub mod map;
 pub mod statement;
 pub mod store;
 pub mod temp_tables;
+pub mod writeset;
 
 pub use channel::{fnv1a64, hash_channel, AssignedBy, ChannelAssignment, ShardListError};
 pub use filter::{Decision, Reason, Rejected, Rule, ShardFilter};
 pub use foreign_keys::{ForeignKey, ForeignKeyGroups, ShardGroup};
 pub use map::{Master, ShardEditError, ShardEntry, ShardMap, ShardMapError};
 pub use statement::{is_transaction_control, statement_shard};
+pub use writeset::{Fallback, Key, TableKeys, Writeset, WritesetError, Writesets};
 
 /// Whether `schema`.`table` is a shardrep restart table: the table
 /// [`catalog::RESTART_TABLE`] in a schema named `shardrep_<anything>`
