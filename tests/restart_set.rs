@@ -6,11 +6,12 @@
 //! - rows edited into out-of-order commits by two channels, with the
 //!   replica's data made to match: the restart applies exactly the missing
 //!   seqnos (no 1062), every table equal to the master's, and a clean stop
-//!   leaves every row at one seqno with empty sets;
+//!   leaves every row at one seqno with empty sets, under `parallelism =
+//!   "shard"` and `"row"`;
 //! - a restart table of an older shardrep (no `low_water` and
 //!   `committed_above`): read as such, upgraded, resumed; rows at one seqno
 //!   resume there, rows at different seqnos by the legacy rule (each
-//!   channel skips through its own row);
+//!   channel skips through its own row), refused under row parallelism;
 //! - a malformed `committed_above`, or one naming a seqno above its row,
 //!   stops the start (OFFLINE:ERROR) naming the channel and the text, the
 //!   table unchanged.
@@ -137,12 +138,20 @@ async fn drop_all(sb: &Sandbox, spec: &ServiceSpec, shards: &[String; 2]) {
 /// Rows edited into out-of-order commits (two channels, gaps between
 /// them), the replica's data made to match: the restart applies exactly
 /// the seqnos neither row records, among them one below the row of the
-/// channel it runs on (the row keeps its position), and no other.
+/// channel it runs on (the row keeps its position), and no other; with
+/// each shard on its channel, and with row parallelism (any channel).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_applies_exactly_the_seqnos_no_row_records() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
-    let (spec, shards, at) = two_shards(sb, "rset").await;
+    for parallelism in ["shard", "row"] {
+        exactly_the_missing_seqnos(sb, parallelism).await;
+    }
+}
+
+async fn exactly_the_missing_seqnos(sb: &'static Sandbox, parallelism: &'static str) {
+    let (mut spec, shards, at) = two_shards(sb, "rset").await;
+    spec.parallelism = parallelism;
     insert_each(sb, &shards, 1..=10).await;
     spec.run_until_idle(sb).expect("all ten applied");
     assert_numbering(&spec, &shards, at, &(1..=10).collect::<Vec<_>>());
@@ -193,7 +202,10 @@ async fn a_restart_applies_exactly_the_seqnos_no_row_records() {
     let report = spec
         .run_until_idle(sb)
         .expect("the restart applies the gaps");
-    assert_eq!(report.dispatched, 4, "exactly 3, 8, 9 and 10: {report:?}");
+    assert_eq!(
+        report.dispatched, 4,
+        "exactly 3, 8, 9 and 10 ({parallelism}): {report:?}"
+    );
     assert_shards_equal(sb, &shards).await;
     let last = s(10);
     assert_eq!(
@@ -273,6 +285,30 @@ async fn rows_of_an_older_shardrep_are_upgraded_and_resumed() {
         ))
         .await
         .unwrap();
+    // Under row parallelism a transaction may run on another channel than
+    // before: such rows are refused, and left as they are.
+    let legacy = restart::read(&mut replica, &spec.catalog()).await.unwrap();
+    let mut row_spec = spec.clone();
+    row_spec.parallelism = "row";
+    let error = row_spec.run_until_idle(sb).unwrap_err().to_string();
+    let seqnos = if ca == 0 {
+        format!("{},{}", at + 8, at + 4)
+    } else {
+        format!("{},{}", at + 4, at + 8)
+    };
+    assert_eq!(
+        error,
+        format!(
+            "restart rows ({seqnos}) were written by an older shardrep (no low_water): they \
+             record only each channel's last seqno, which is exact only when each shard always \
+             runs on the same channel. Start with parallelism = \"shard\" and go offline \
+             cleanly once (every row then records the committed set), then change it"
+        )
+    );
+    assert_eq!(
+        restart::read(&mut replica, &spec.catalog()).await.unwrap(),
+        legacy
+    );
     let report = spec.run_until_idle(sb).expect("resumed by the legacy rule");
     // 5 to 8 are sent; a's channel skips 5 and 7, b's applies 6 and 8.
     assert_eq!(report.dispatched, 4, "{report:?}");

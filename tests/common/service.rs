@@ -65,6 +65,8 @@ pub struct ServiceSpec {
     pub replica_socket: bool,
     /// `block_commit_interval_ms`.
     pub block_interval_ms: u64,
+    /// `[apply] parallelism`: `"shard"` or `"row"`.
+    pub parallelism: &'static str,
     /// The replica's password, when not the sandbox's (a wrong one).
     pub replica_password: Option<String>,
     /// The replica's user, when not the sandbox's (an account of the
@@ -92,6 +94,7 @@ impl ServiceSpec {
             retry_max_attempts: 10,
             replica_socket: false,
             block_interval_ms: 0,
+            parallelism: "shard",
             replica_password: None,
             replica_user: None,
         }
@@ -138,6 +141,7 @@ dir = "{queue}"
 channels = {channels}
 block_commit_txns = {block}
 block_commit_interval_ms = {interval}
+parallelism = "{parallelism}"
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
@@ -161,6 +165,7 @@ socket = "{socket}"
             channels = self.channels,
             block = self.block,
             interval = self.block_interval_ms,
+            parallelism = self.parallelism,
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),
