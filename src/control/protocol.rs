@@ -476,8 +476,9 @@ pub struct Status {
     /// reason); `null` when none.
     pub fallback_counts: Option<String>,
     /// `inFlightCount`: transactions the row scheduler has sent to the
-    /// channels and not yet seen committed, as of its last placement in
-    /// the running run; 0 otherwise.
+    /// channels and not yet seen committed, as of its last placement (or,
+    /// while the source is idle, its last poll) in the running run; 0
+    /// otherwise.
     pub in_flight_count: u64,
     /// `inFlightKeys`: the writeset keys (rows, tables, shards) the row
     /// scheduler holds, as of the same moment: those of the in-flight

@@ -86,7 +86,7 @@ pub struct RowStatus {
     /// transaction counts once per reason).
     pub fallbacks: [u64; Fallback::ALL.len()],
     /// Transactions sent to channels and not yet seen committed, as of the
-    /// running run's last placement (0 without a run).
+    /// running run's last placement or idle poll (0 without a run).
     pub in_flight: u64,
     /// Writeset keys the row scheduler holds, as of the same moment (of
     /// in-flight transactions, and of committed ones until pruned).
