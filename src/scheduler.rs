@@ -423,6 +423,9 @@ where
                     }
                 }
             }
+            // Status: the in-flight window as the channels commit (it is
+            // otherwise noted at each placement only).
+            row::note_in_flight(&mut placer, progress, &counters.row, channels);
             continue;
         };
         let seqno = txn.seqno;

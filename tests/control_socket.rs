@@ -457,12 +457,17 @@ appliedLastEventId      : mariadb-bin.000003:1234
 appliedLastSeqno        : 41
 appliedLatency          : 0.250
 channels                : 8
+dependencyWaitCount     : 0
 droppedCount            : 2
+fallbackCounts          : NONE
+inFlightCount           : 0
+inFlightKeys            : 0
 lastOfflineClean        : false
 maximumStoredSeqNo      : 57
 minimumStoredSeqNo      : 0
 offlineAtSeqno          : NONE
 openTempTables          : 0
+parallelism             : shard
 pendingError            : NONE
 pendingErrorChannel     : NONE
 pendingErrorCode        : NONE
@@ -495,7 +500,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 27);
+    assert_eq!(v.as_object().unwrap().len(), 32);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

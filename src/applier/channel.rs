@@ -604,9 +604,20 @@ impl Channel {
                         error = %error,
                         "batched block failed; running it statement by statement"
                     );
-                    let _ = self.conn.query_drop("ROLLBACK").await;
-                    // A reconnect after the batch error reset the session.
                     let (first, epoch) = todo[0];
+                    if self.conn.query_drop("ROLLBACK").await.is_err() {
+                        // The batch's transaction may still be open (the
+                        // ROLLBACK did not run), and the START TRANSACTION
+                        // below would commit it: only a new session is sure
+                        // to have rolled it back.
+                        self.reconnect().await.map_err(|e| {
+                            (
+                                self.error_at(Some((first, *epoch)), "ROLLBACK", &e),
+                                Some(e),
+                            )
+                        })?;
+                    }
+                    // A reconnect after the batch error reset the session.
                     self.set_origin(first, *epoch).await?;
                 }
             }

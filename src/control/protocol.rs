@@ -463,6 +463,31 @@ pub struct Status {
     /// replica (statement and mixed binlog formats; native replication's
     /// `Slave_open_temp_tables`).
     pub open_temp_tables: u64,
+    /// `parallelism`: `[apply] parallelism` of the configuration, `shard`
+    /// or `row`.
+    pub parallelism: String,
+    /// `dependencyWaitCount`: transactions the row scheduler held back
+    /// because the work they depend on was in flight on two or more
+    /// channels (a DDL: on another channel than its own), since the
+    /// service started; 0 under `parallelism = "shard"`.
+    pub dependency_wait_count: u64,
+    /// `fallbackCounts`: transactions whose writeset fell back to a
+    /// coarser key than their rows', per reason, since the service
+    /// started, as `reason=N[,reason=N...]` (reasons of
+    /// [`crate::shard::writeset::Fallback::as_str`] with a non-zero
+    /// count, in its declaration order; a transaction counts once per
+    /// reason); `null` when none.
+    pub fallback_counts: Option<String>,
+    /// `inFlightCount`: transactions the row scheduler has sent to the
+    /// channels and not yet seen committed, as of its last placement (or,
+    /// while the source is idle, its last poll) in the running run; 0
+    /// otherwise.
+    pub in_flight_count: u64,
+    /// `inFlightKeys`: the writeset keys (rows, tables, shards) the row
+    /// scheduler holds, as of the same moment: those of the in-flight
+    /// transactions, and of committed ones until the next prune (every
+    /// [`crate::scheduler::dependencies::PRUNE_EVERY`] placements).
+    pub in_flight_keys: u64,
     /// `minimumStoredSeqNo`: the lowest seqno in the queue.
     pub minimum_stored_seq_no: Option<u64>,
     /// `maximumStoredSeqNo`: the highest seqno in the queue (the last
@@ -488,8 +513,9 @@ pub struct Status {
 }
 
 impl Status {
-    /// A status in `state` with every counter zero and every optional
-    /// field `null`: a starting point for [`super::status`] (and tests).
+    /// A status in `state` with every counter zero, every optional field
+    /// `null` and `parallelism` the default `shard`: a starting point for
+    /// [`super::status`] (and tests).
     pub fn new(service_name: impl Into<String>, role: impl Into<String>, state: State) -> Self {
         Status {
             service_name: service_name.into(),
@@ -505,6 +531,11 @@ impl Status {
             skipped_count: 0,
             skipped_seqnos: None,
             open_temp_tables: 0,
+            parallelism: "shard".to_string(),
+            dependency_wait_count: 0,
+            fallback_counts: None,
+            in_flight_count: 0,
+            in_flight_keys: 0,
             minimum_stored_seq_no: None,
             maximum_stored_seq_no: None,
             pending_error: None,

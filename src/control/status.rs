@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::protocol::{ChannelStatus, ShardStatus, Status};
 use crate::position::Seqno;
 use crate::queue::QueueInfo;
-use crate::replicator::service::{ChannelSnapshot, ShardSnapshot, StatusSnapshot};
+use crate::replicator::service::{ChannelSnapshot, RowStatus, ShardSnapshot, StatusSnapshot};
 
 /// `status`: every key of [`Status`] from the service's snapshot.
 pub fn status(s: StatusSnapshot) -> Status {
@@ -24,6 +24,11 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.skipped_count = s.skipped_count;
     status.skipped_seqnos = seqno_ranges(&s.skipped_seqnos);
     status.open_temp_tables = s.open_temp_tables;
+    status.parallelism = s.parallelism.as_str().to_string();
+    status.dependency_wait_count = s.row.dependency_waits;
+    status.fallback_counts = fallback_counts(&s.row);
+    status.in_flight_count = s.row.in_flight;
+    status.in_flight_keys = s.row.keys_held;
     status.minimum_stored_seq_no = s.minimum_stored_seqno.map(Seqno::get);
     status.maximum_stored_seq_no = s.maximum_stored_seqno.map(Seqno::get);
     status.pending_error = s.pending_error;
@@ -51,6 +56,18 @@ fn seqno_ranges(ranges: &[std::ops::RangeInclusive<u64>]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(",")
     })
+}
+
+/// `fallbackCounts`: `reason=N` for every reason with a non-zero count,
+/// comma-separated; `None` for none.
+fn fallback_counts(row: &RowStatus) -> Option<String> {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (reason, n) in row.fallback_counts() {
+        let comma = if text.is_empty() { "" } else { "," };
+        let _ = write!(text, "{comma}{reason}={n}");
+    }
+    (!text.is_empty()).then_some(text)
 }
 
 /// One entry of `status --name channels`.
@@ -100,7 +117,7 @@ pub fn queue(info: &QueueInfo) -> Value {
 mod tests {
     use super::*;
     use crate::applier::work::ShardApplied;
-    use crate::config::Role;
+    use crate::config::{Parallelism, Role};
     use crate::position::ChannelId;
     use crate::replicator::state::{PendingError, State};
     use std::time::Duration;
@@ -123,6 +140,14 @@ mod tests {
             skipped_count: 4,
             skipped_seqnos: vec![9..=9, 11..=13],
             open_temp_tables: 1,
+            parallelism: Parallelism::Row,
+            row: RowStatus {
+                dependency_waits: 5,
+                // no_unique_key, statement, ..., foreign_key (ALL order).
+                fallbacks: [4, 2, 0, 7, 0, 0, 0, 0, 0, 0],
+                in_flight: 12,
+                keys_held: 40,
+            },
             minimum_stored_seqno: Some(Seqno(0)),
             maximum_stored_seqno: Some(Seqno(20)),
             pending_error: Some(error.clone()),
@@ -143,6 +168,11 @@ mod tests {
         expected.skipped_count = 4;
         expected.skipped_seqnos = Some("9,11-13".into());
         expected.open_temp_tables = 1;
+        expected.parallelism = "row".into();
+        expected.dependency_wait_count = 5;
+        expected.fallback_counts = Some("no_unique_key=4,statement=2,foreign_key=7".into());
+        expected.in_flight_count = 12;
+        expected.in_flight_keys = 40;
         expected.minimum_stored_seq_no = Some(0);
         expected.maximum_stored_seq_no = Some(20);
         expected.pending_error = Some(error);
@@ -216,6 +246,19 @@ mod tests {
                 idle.foreign_key_group.len()
             ),
             (None, 0, 2)
+        );
+    }
+
+    #[test]
+    fn fallback_counts_list_the_non_zero_reasons_in_order() {
+        let mut row = RowStatus::default();
+        assert_eq!(fallback_counts(&row), None);
+        row.fallbacks[9] = 1;
+        assert_eq!(fallback_counts(&row).as_deref(), Some("key_type=1"));
+        row.fallbacks[0] = 30;
+        assert_eq!(
+            fallback_counts(&row).as_deref(),
+            Some("no_unique_key=30,key_type=1")
         );
     }
 

@@ -47,7 +47,9 @@ mod error;
 pub mod report;
 
 pub use error::ServiceError;
-pub use report::{ChannelSnapshot, HandedBack, ResetDone, ShardSnapshot, StatusSnapshot};
+pub use report::{
+    ChannelSnapshot, HandedBack, ResetDone, RowStatus, ShardSnapshot, StatusSnapshot,
+};
 
 /// Most transactions one `log list` answers with.
 pub const LOG_LIST_MAX: u64 = 1000;
@@ -74,6 +76,9 @@ struct Inner {
     /// status adds the current run's to them ("since the service
     /// started").
     totals: (u64, u64, u64),
+    /// Row parallelism's waits and fallbacks of the runs that ended
+    /// (status adds the current run's, as for `totals`).
+    row_totals: RowStatus,
     /// Stored seqno range of the queue when last seen.
     last_stored: (Option<Seqno>, Option<Seqno>),
     until_seqno: Option<u64>,
@@ -125,6 +130,7 @@ impl Service {
                 run: None,
                 last_rows: rows,
                 totals: (0, 0, 0),
+                row_totals: RowStatus::default(),
                 last_stored: (None, None),
                 until_seqno: None,
                 offline_at_seqno: None,
@@ -332,6 +338,7 @@ impl Service {
             inner.totals.0 += counters.dropped.load(Ordering::Relaxed);
             inner.totals.1 += counters.serializations.load(Ordering::Relaxed);
             inner.totals.2 += counters.skipped.load(Ordering::Relaxed);
+            inner.row_totals.add(&counters.row);
         }
         let immediate = options
             .immediate
@@ -708,6 +715,8 @@ impl Service {
             skipped_count: inner.skipped.len() as u64,
             skipped_seqnos: super::skip_ranges(&inner.skipped),
             open_temp_tables: 0,
+            parallelism: self.config.apply.parallelism,
+            row: inner.row_totals.clone(),
             minimum_stored_seqno: inner.last_stored.0,
             maximum_stored_seqno: inner.last_stored.1,
             pending_error: inner.machine.pending_error().cloned(),
@@ -723,6 +732,9 @@ impl Service {
                 status.dropped_count += counters.dropped.load(Ordering::Relaxed);
                 status.serialization_count += counters.serializations.load(Ordering::Relaxed);
                 status.open_temp_tables = counters.open_temp_tables.load(Ordering::Acquire);
+                status.row.add(&counters.row);
+                status.row.in_flight = counters.row.in_flight.load(Ordering::Relaxed);
+                status.row.keys_held = counters.row.keys_held.load(Ordering::Relaxed);
             }
             if let Some(queue) = o.queue.lock().expect("observer").as_ref() {
                 status.minimum_stored_seqno = queue.min_seqno();

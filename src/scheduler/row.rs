@@ -60,7 +60,7 @@ pub struct RowCounters {
     /// ([`Fallback::ALL`] order); a transaction counts once per reason.
     pub fallbacks: [AtomicU64; Fallback::ALL.len()],
     /// Transactions sent to channels and not yet committed, as of the last
-    /// placement.
+    /// placement or the last poll that found no transaction.
     pub in_flight: AtomicU64,
     /// Keys of in-flight transactions the scheduler holds.
     pub keys_held: AtomicU64,
@@ -160,7 +160,8 @@ pub fn place(
     }
 }
 
-/// Records, after a placement, the in-flight figures status shows.
+/// Records, after a placement (and while idle), the in-flight figures
+/// status shows.
 pub fn note_in_flight(
     placer: &mut Placer,
     progress: &Progress,

@@ -329,6 +329,10 @@ impl Channel {
                 Ok(())
             }
             .await;
+            let outcome = match outcome {
+                Ok(()) => self.stopped_early(&mut affected, checks.len()).await,
+                error => error,
+            };
             // Short counts first (they come before any later error).
             for (check, &n) in checks.iter().zip(&affected) {
                 if let (true, Some((statement, table))) = (check.merged, &check.statement) {
@@ -369,6 +373,46 @@ impl Channel {
             }
         }
         Ok(())
+    }
+
+    /// The error at which the server stopped a multi-statement query whose
+    /// reply read without one: MariaDB stops at the first failing
+    /// statement, and mysql_async then ends the reply early, the failing
+    /// statement reading as an empty result (0 affected rows, nothing
+    /// after it) while its error waits for the connection's next command
+    /// (which is then not run: a `ROLLBACK` would be lost, and the next
+    /// `START TRANSACTION` would commit the statements before the error).
+    ///
+    /// So a reply that ends on 0 affected rows, or holds fewer replies than
+    /// `statements`, is checked with a no-op statement: a server error it
+    /// receives is the query's, and the failing statement's 0 is dropped
+    /// from `affected` (the error is then the statement's after the last
+    /// reply, as when the driver reports it in the reply). Costs a round
+    /// trip only for such replies (a batch ends with the restart row's
+    /// update, 1 row).
+    async fn stopped_early(
+        &mut self,
+        affected: &mut Vec<u64>,
+        statements: usize,
+    ) -> Result<(), mysql_async::Error> {
+        if affected.last().is_some_and(|&n| n > 0) && affected.len() >= statements {
+            return Ok(());
+        }
+        match self.conn.query_drop("DO 0").await {
+            Err(e @ mysql_async::Error::Server(_)) => {
+                affected.pop();
+                Err(e)
+            }
+            Err(e) => Err(e),
+            Ok(()) if affected.len() < statements => Err(mysql_async::Error::Other(
+                format!(
+                    "the replica answered {} of the {statements} statements of a batched query",
+                    affected.len()
+                )
+                .into(),
+            )),
+            Ok(()) => Ok(()),
+        }
     }
 
     /// The divergence or restart-row error for one batched statement's

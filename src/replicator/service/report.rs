@@ -4,13 +4,16 @@
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::applier::work::ShardApplied;
-use crate::config::Role;
+use crate::config::{Parallelism, Role};
 use crate::position::{ChannelId, Seqno};
 use crate::replica::HandbackPoint;
 use crate::replicator::state::{PendingError, State};
+use crate::scheduler::row::RowCounters;
+use crate::shard::writeset::Fallback;
 
 /// The service as `status` shows it. Cheap to take: counters and the last
 /// restart rows, no database round trip.
@@ -45,6 +48,12 @@ pub struct StatusSnapshot {
     pub skipped_seqnos: Vec<RangeInclusive<u64>>,
     /// Temporary tables of master sessions open on the replica.
     pub open_temp_tables: u64,
+    /// `[apply] parallelism` of the configuration.
+    pub parallelism: Parallelism,
+    /// Row parallelism since the service started: transactions that
+    /// waited for their dependencies, and per reason those whose writeset
+    /// fell back to a coarser key; of the running run, what is in flight.
+    pub row: RowStatus,
     /// The lowest seqno in the queue.
     pub minimum_stored_seqno: Option<Seqno>,
     /// The highest seqno in the queue (the last extracted).
@@ -62,6 +71,47 @@ pub struct StatusSnapshot {
     pub uptime: Duration,
     /// Time since the last state change.
     pub time_in_state: Duration,
+}
+
+/// What row parallelism (`[apply] parallelism = "row"`) did, for status;
+/// all zero under `"shard"`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowStatus {
+    /// Transactions held back because the work they depend on was in
+    /// flight on two or more channels (a DDL: on another channel than its
+    /// own), since the service started.
+    pub dependency_waits: u64,
+    /// Per reason, in [`Fallback::ALL`] order, the transactions whose
+    /// writeset fell back to a coarser key, since the service started (a
+    /// transaction counts once per reason).
+    pub fallbacks: [u64; Fallback::ALL.len()],
+    /// Transactions sent to channels and not yet seen committed, as of the
+    /// running run's last placement or idle poll (0 without a run).
+    pub in_flight: u64,
+    /// Writeset keys the row scheduler holds, as of the same moment (of
+    /// in-flight transactions, and of committed ones until pruned).
+    pub keys_held: u64,
+}
+
+impl RowStatus {
+    /// Adds the cumulative counters of `counters` (waits and fallbacks);
+    /// the in-flight figures are the running run's, not summed.
+    pub fn add(&mut self, counters: &RowCounters) {
+        self.dependency_waits += counters.dependency_waits.load(Ordering::Relaxed);
+        for (total, n) in self.fallbacks.iter_mut().zip(&counters.fallbacks) {
+            *total += n.load(Ordering::Relaxed);
+        }
+    }
+
+    /// `(reason, count)` for every reason with a non-zero count, in
+    /// [`Fallback::ALL`] order.
+    pub fn fallback_counts(&self) -> impl Iterator<Item = (Fallback, u64)> + '_ {
+        Fallback::ALL
+            .iter()
+            .zip(self.fallbacks)
+            .filter(|(_, n)| *n > 0)
+            .map(|(f, n)| (*f, n))
+    }
 }
 
 /// One channel as `status --name channels` shows it: its marker of the

@@ -1,0 +1,127 @@
+//! A server error in the middle of a batched block (the multi-statement
+//! path of `applier::channel::batch`) rolls the whole block back and is
+//! reported for the statement that caused it.
+//!
+//! MariaDB stops a multi-statement query at its first error. mysql_async
+//! then ends the reply early: the failing statement reads as an empty
+//! result (0 affected rows) and the error itself is handed to the
+//! connection's next command. Before the fix, that 0 was taken for a
+//! missing row (a short count, reported as 1032), the `ROLLBACK` that
+//! followed received the stale error instead of running, and the
+//! statement-at-a-time retry's `START TRANSACTION` committed the part of
+//! the block before the error, without the restart row: those
+//! transactions were then applied a second time (here: a duplicate key on
+//! the block's first INSERT, at the wrong seqno, with its rows left on the
+//! replica).
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+use common::service::{
+    ctl_ok, drop_everywhere, master_position, status, stop_target_slave, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, TARGET,
+};
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+async fn run(sb: &Sandbox, server: Server, sql: &str) {
+    sb.connect(server)
+        .await
+        .query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
+}
+
+async fn rows(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
+    sb.connect(server)
+        .await
+        .query(format!(
+            "SELECT id, u FROM {}.t ORDER BY id",
+            quote_ident(schema)
+        ))
+        .await
+        .unwrap()
+}
+
+// One transaction of three row changes; on the replica its UPDATE meets a
+// row the master does not have (duplicate key 1062 on `uk_u`) after its
+// two INSERTs ran. The service stops with that error, at that seqno, and
+// the replica holds nothing of the transaction; once the row is removed,
+// `online` applies everything exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_inside_a_batch_rolls_the_whole_block_back() {
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("batch_err");
+    let q = quote_ident(&schema);
+    let ddl = format!(
+        "SET SESSION sql_log_bin = 0; CREATE DATABASE {q}; \
+         CREATE TABLE {q}.t (id INT PRIMARY KEY, u INT NOT NULL, UNIQUE KEY uk_u (u))"
+    );
+    for server in [Server::Master, TARGET, Server::Replica(1)] {
+        run(sb, server, &ddl).await;
+    }
+    // The replica's own row: the master's UPDATE to u = 5 collides with it.
+    run(
+        sb,
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.t VALUES (100, 5)"),
+    )
+    .await;
+    let start = master_position(sb).await;
+    // Seqno 0: the transaction that fails on the replica; 1: one more.
+    run(
+        sb,
+        Server::Master,
+        &format!(
+            "BEGIN; INSERT INTO {q}.t VALUES (1, 1); INSERT INTO {q}.t VALUES (2, 2); \
+             UPDATE {q}.t SET u = 5 WHERE id = 2; COMMIT; INSERT INTO {q}.t VALUES (3, 3)"
+        ),
+    )
+    .await;
+
+    let mut spec = ServiceSpec::new("batch_err", std::slice::from_ref(&schema), &start);
+    spec.channels = 1;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+    assert_eq!(s["pendingErrorSeqno"], 0, "{s}");
+    let message = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Duplicate entry '5' for key 'uk_u'"),
+        "the error is the UPDATE's: {s}"
+    );
+    let sql = s["pendingExceptionMessage"].as_str().unwrap_or_default();
+    assert!(sql.starts_with("UPDATE "), "{s}");
+    // Nothing of the failed block is on the replica, and its restart row
+    // has not moved.
+    assert_eq!(rows(sb, TARGET, &schema).await, [(100, 5)]);
+    assert_eq!(spec.restart_seqnos(sb).await, [-1]);
+
+    // Repaired: everything applied once.
+    run(
+        sb,
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 100"),
+    )
+    .await;
+    ctl_ok(&spec, &["online"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(
+        assert_table_equal(sb, Server::Master, TARGET, &schema, "t")
+            .await
+            .len(),
+        3
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}
