@@ -117,7 +117,7 @@ async fn apply_workload(label: &str, parallelism: &'static str) -> (Value, Commi
 
     let mut spec = ServiceSpec::new(label, std::slice::from_ref(&schema), &start);
     spec.channels = 8;
-    spec.parallelism = Some(parallelism);
+    spec.parallelism = parallelism;
     let began = Instant::now();
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);

@@ -72,9 +72,6 @@ pub struct ServiceSpec {
     /// The replica's user, when not the sandbox's (an account of the
     /// test's own).
     pub replica_user: Option<String>,
-    /// `[apply] parallelism` (`"shard"` or `"row"`); `None`: not written
-    /// (the default).
-    pub parallelism: Option<&'static str>,
 }
 
 impl ServiceSpec {
@@ -100,7 +97,6 @@ impl ServiceSpec {
             parallelism: "shard",
             replica_password: None,
             replica_user: None,
-            parallelism: None,
         }
     }
 
@@ -149,7 +145,6 @@ parallelism = "{parallelism}"
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
-{parallelism}
 [shard_filter]
 map_file = "{map}"
 unknown_shard_policy = "drop"
@@ -175,10 +170,6 @@ socket = "{socket}"
             retries = self.retry_max_attempts,
             map = map_path.display(),
             socket = self.dir.join("control.sock").display(),
-            parallelism = self
-                .parallelism
-                .map(|p| format!("parallelism = \"{p}\""))
-                .unwrap_or_default(),
             replica_socket = if self.replica_socket {
                 format!(
                     "socket = \"{}\"",
