@@ -610,12 +610,12 @@ impl Channel {
                         // ROLLBACK did not run), and the START TRANSACTION
                         // below would commit it: only a new session is sure
                         // to have rolled it back.
-                        self.reconnect().await.map_err(|e| {
-                            (
-                                self.error_at(Some((first, *epoch)), "ROLLBACK", &e),
-                                Some(e),
-                            )
-                        })?;
+                        // The error names no transaction: it is placed
+                        // at the block (`at_block`), as a failed START
+                        // TRANSACTION's would be.
+                        self.reconnect()
+                            .await
+                            .map_err(|e| (self.error_at(None, "ROLLBACK", &e), Some(e)))?;
                     }
                     // A reconnect after the batch error reset the session.
                     self.set_origin(first, *epoch).await?;
