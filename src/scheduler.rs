@@ -567,12 +567,7 @@ where
                         }
                     };
                     if ddl {
-                        reload_after = Some(row::ReloadAfter {
-                            seqno,
-                            channel,
-                            shard: (txn.shard != crate::event::UNKNOWN_SHARD)
-                                .then(|| txn.shard.clone()),
-                        });
+                        reload_after = Some(row::ReloadAfter::of(&txn, channel));
                     }
                     if rows {
                         placer.sent_elsewhere(seqno, channel);
@@ -616,12 +611,7 @@ where
                         });
                         row::note_in_flight(&mut placer, progress, &counters.row, channels);
                         if ddl {
-                            reload_after = Some(row::ReloadAfter {
-                                seqno,
-                                channel,
-                                shard: (txn.shard != crate::event::UNKNOWN_SHARD)
-                                    .then(|| txn.shard.clone()),
-                            });
+                            reload_after = Some(row::ReloadAfter::of(&txn, channel));
                         }
                     }
                     acquire(bytes)?;

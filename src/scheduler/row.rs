@@ -190,3 +190,14 @@ pub struct ReloadAfter {
     /// Its shard; `None` for [`crate::event::UNKNOWN_SHARD`].
     pub shard: Option<String>,
 }
+
+impl ReloadAfter {
+    /// After DDL transaction `txn`, sent to `channel`.
+    pub fn of(txn: &Transaction, channel: ChannelId) -> ReloadAfter {
+        ReloadAfter {
+            seqno: txn.seqno,
+            channel,
+            shard: (txn.shard != crate::event::UNKNOWN_SHARD).then(|| txn.shard.clone()),
+        }
+    }
+}
