@@ -39,7 +39,7 @@ static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Workload size: connections × operations (one to three transactions
 /// each), and its seed.
 const CONNECTIONS: usize = 6;
-const OPERATIONS: usize = 400;
+const OPERATIONS: usize = 500;
 const SEED: u64 = 0x5eed_0016;
 
 /// `fallbackCounts` (`reason=N,...`, or null) as a map.

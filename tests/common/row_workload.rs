@@ -502,8 +502,8 @@ impl Workload {
 
 /// One operation of a connection: one to three transactions.
 async fn operation(s: &mut Session, rng: &mut Rng, unique: i64, after_ddl: bool) {
-    // After the DDL, about a third of the operations move unique tags.
-    let kinds = if after_ddl { 37 } else { 25 };
+    // After the DDL, about 40% of the operations move unique tags.
+    let kinds = if after_ddl { 43 } else { 25 };
     match rng.next_u64() % kinds {
         0 | 1 => {
             let ok = s
@@ -833,7 +833,7 @@ async fn operation(s: &mut Session, rng: &mut Rng, unique: i64, after_ddl: bool)
                 && s.commit().await;
             s.count("hot_and_other", ok).await;
         }
-        25..=30 => {
+        25..=33 => {
             // After the DDL: the unique tag moves to another row; the two
             // transactions conflict only through uk_tag.
             let tag = *rng.pick(TAGS);
@@ -852,7 +852,7 @@ async fn operation(s: &mut Session, rng: &mut Rng, unique: i64, after_ddl: bool)
                 .await;
             s.count("tag_move_across", ok).await;
         }
-        31..=33 => {
+        34..=38 => {
             let tag = *rng.pick(TAGS);
             s.begin().await;
             let ok = s
