@@ -4,7 +4,8 @@
 //! shows.
 //!
 //! Rules (module doc of [`super`], issue 16):
-//! - a transaction whose writeset holds [`Key::Global`] (a table with
+//! - a transaction whose writeset holds
+//!   [`Key::Global`](crate::shard::writeset::Key::Global) (a table with
 //!   triggers) runs alone behind a barrier, as a critical shard's;
 //! - a DDL transaction runs on its shard's own channel (the router's),
 //!   after every conflicting transaction on other channels has committed:
