@@ -761,6 +761,18 @@ fn jitter(low: u64, high: u64) -> Duration {
 // to it recorded done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
+    kills_during_catch_up("shard").await;
+}
+
+// The same under `parallelism = "row"`: a restart sends a transaction to
+// whichever channel its dependencies allow, not the one that ran it before
+// (the restart rows' committed set decides what is applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_during_row_parallel_catch_up_lose_and_repeat_nothing() {
+    kills_during_catch_up("row").await;
+}
+
+async fn kills_during_catch_up(parallelism: &'static str) {
     let sb = sandbox();
     let _lock = MASTER.lock().await;
     stop_target_slave(sb).await;
@@ -774,6 +786,7 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
     let mut spec = ServiceSpec::new("b28", &names(&r), &start);
     spec.block = 20;
     spec.sync_interval = 100;
+    spec.parallelism = parallelism;
 
     let load = {
         let call = format!("CALL {}", call.trim().trim_end_matches(';'));
@@ -868,7 +881,7 @@ async fn kills_during_parallel_catch_up_lose_and_repeat_nothing() {
     let (samples, with_gaps) = monitor.await.unwrap();
     let log = std::fs::read_to_string(log).unwrap_or_default();
     eprintln!(
-        "stops: {stops:?}; {samples} restart-row samples, {with_gaps} with seqnos recorded \
+        "{parallelism}: stops: {stops:?}; {samples} restart-row samples, {with_gaps} with seqnos recorded \
          above the low-water mark"
     );
     assert!(ok, "the final run fails:\n{log}");
