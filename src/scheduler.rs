@@ -597,6 +597,7 @@ where
                         channel = row::place(
                             &mut placer,
                             &writeset.keys,
+                            channel,
                             target,
                             progress,
                             &counters.row,

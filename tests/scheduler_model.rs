@@ -56,17 +56,19 @@ fn key() -> impl Strategy<Value = Key> {
     ]
 }
 
-/// A step of the model: place the next transaction, or let a channel
+/// A step of the model: place the next transaction (its keys, and its
+/// shard's own channel, if any, modulo the channels), or let a channel
 /// commit its oldest transaction.
 #[derive(Clone, Debug)]
 enum Step {
-    Place(Vec<Key>),
+    Place(Vec<Key>, Option<u16>),
     Commit(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        1 => prop::collection::vec(key(), 1..4).prop_map(Step::Place),
+        1 => (prop::collection::vec(key(), 1..4), prop::option::of(0u16..4))
+            .prop_map(|(keys, home)| Step::Place(keys, home)),
         1 => (0usize..4).prop_map(Step::Commit),
     ]
 }
@@ -111,7 +113,8 @@ proptest! {
         for step in steps {
             match step {
                 Step::Commit(c) => model.commit(c % channels),
-                Step::Place(keys) => {
+                Step::Place(keys, home) => {
+                    let home = home.map(|h| ChannelId::recorded(h % channels as u16));
                     let seqno = Seqno(next);
                     next += 1;
                     // Wait as the scheduler does: commits happen until a
@@ -119,7 +122,7 @@ proptest! {
                     // round the channels).
                     let mut turn = 0;
                     let channel = loop {
-                        let placed = placer.place(&keys, &model.committed_fn());
+                        let placed = placer.place(&keys, home, &model.committed_fn());
                         if let Some(c) = placed {
                             break c;
                         }

@@ -7,14 +7,20 @@
 //! see below), `None` when two or more do (the scheduler waits for
 //! commits, then asks again).
 //!
-//! Independent work fills one channel at a time: the most loaded channel
-//! with fewer than `fill` transactions in flight takes it (so blocks are
-//! full: one commit, one restart-row update and one round of merged
-//! statements for up to `block_commit_txns` transactions), and only when
-//! every channel has `fill` or more does the least loaded one take it.
-//! With `fill` 0 or 1, the least loaded channel always takes it. Ties are
-//! taken in turn so that the channels share the work. [`Placer::sent`] records
-//! the transaction once sent.
+//! Independent work stays on its shard's own channel (its *home*, the
+//! channel `parallelism = "shard"` would use) while that channel holds
+//! fewer than `fill` transactions more in flight than the least loaded
+//! one: equal shards keep to their channels as under shard parallelism
+//! (no two channels writing one schema's pages, measured slower), and a
+//! hot shard's surplus spills to the other channels. Without a home, or
+//! when the home is that far ahead, independent work fills one channel at
+//! a time: the most loaded channel with fewer than `fill` transactions in
+//! flight takes it (so blocks are full: one commit, one restart-row update
+//! and one round of merged statements for up to `block_commit_txns`
+//! transactions), and only when every channel has `fill` or more does the
+//! least loaded one take it. With `fill` 0 or 1, the least loaded channel
+//! always takes it. Ties are taken in turn so that the channels share the
+//! work. [`Placer::sent`] records the transaction once sent.
 
 use std::collections::VecDeque;
 
@@ -52,19 +58,21 @@ impl Placer {
         }
     }
 
-    /// The channel for a transaction holding `keys`, or `None` while its
-    /// conflicting work is live on two or more channels; `committed(c)` is
-    /// channel `c`'s committed seqno now.
+    /// The channel for a transaction holding `keys` whose shard's own
+    /// channel is `home` (module doc), or `None` while its conflicting
+    /// work is live on two or more channels; `committed(c)` is channel
+    /// `c`'s committed seqno now.
     pub fn place(
         &mut self,
         keys: &[Key],
+        home: Option<ChannelId>,
         committed: &impl Fn(ChannelId) -> Option<Seqno>,
     ) -> Option<ChannelId> {
         let channels = self.in_flight.len();
         self.deps
             .conflicts(keys, channels, committed, &mut self.conflicts);
         match self.conflicts.count() {
-            0 => Some(self.least_loaded(committed)),
+            0 => Some(self.independent(home, committed)),
             1 => self.conflicts.single(),
             _ => None,
         }
@@ -115,7 +123,13 @@ impl Placer {
         self.deps.len()
     }
 
-    fn least_loaded(&mut self, committed: &impl Fn(ChannelId) -> Option<Seqno>) -> ChannelId {
+    /// The channel for a transaction that conflicts with nothing in
+    /// flight (module doc).
+    fn independent(
+        &mut self,
+        home: Option<ChannelId>,
+        committed: &impl Fn(ChannelId) -> Option<Seqno>,
+    ) -> ChannelId {
         let channels = self.in_flight.len();
         // The least loaded channel, and the most loaded one below `fill`.
         let mut least = (usize::MAX, ChannelId::FIRST);
@@ -128,6 +142,12 @@ impl Placer {
             }
             if load < self.fill && filling.is_none_or(|(l, _)| load > l) {
                 filling = Some((load, c));
+            }
+        }
+        if let Some(home) = home.filter(|h| h.index() < channels) {
+            let load = self.load(home, committed(home));
+            if load < least.0 + self.fill.max(1) {
+                return home;
             }
         }
         match filling {
@@ -149,18 +169,21 @@ mod tests {
     fn independent_work_spreads_dependent_work_follows() {
         let mut placer = Placer::new(3);
         let none = |_: ChannelId| None;
-        let a = placer.place(&[Key::Row(1)], &none).unwrap();
+        let a = placer.place(&[Key::Row(1)], None, &none).unwrap();
         placer.sent(&[Key::Row(1)], Seqno(0), a, &none);
-        let b = placer.place(&[Key::Row(2)], &none).unwrap();
+        let b = placer.place(&[Key::Row(2)], None, &none).unwrap();
         placer.sent(&[Key::Row(2)], Seqno(1), b, &none);
         assert_ne!(a, b, "an idle channel is taken first");
         // Row 1 again: after seqno 0, on its channel.
-        assert_eq!(placer.place(&[Key::Row(1)], &none), Some(a));
+        assert_eq!(placer.place(&[Key::Row(1)], None, &none), Some(a));
         // Rows 1 and 2: live on two channels, so it waits.
-        assert_eq!(placer.place(&[Key::Row(1), Key::Row(2)], &none), None);
+        assert_eq!(placer.place(&[Key::Row(1), Key::Row(2)], None, &none), None);
         // Once seqno 1 committed, it follows seqno 0.
         let done = |c: ChannelId| (c == b).then_some(Seqno(1));
-        assert_eq!(placer.place(&[Key::Row(1), Key::Row(2)], &done), Some(a));
+        assert_eq!(
+            placer.place(&[Key::Row(1), Key::Row(2)], None, &done),
+            Some(a)
+        );
     }
 
     #[test]
@@ -169,7 +192,7 @@ mod tests {
         let none = |_: ChannelId| None;
         let mut placed = Vec::new();
         for s in 0..7u64 {
-            let c = placer.place(&[Key::Row(s)], &none).unwrap();
+            let c = placer.place(&[Key::Row(s)], None, &none).unwrap();
             placer.sent(&[Key::Row(s)], Seqno(s), c, &none);
             placed.push(c.get());
         }
@@ -179,8 +202,30 @@ mod tests {
         // channel 2 two: the next fills channel 1 again.
         let done = |c: ChannelId| (c.get() == 1).then_some(Seqno(3));
         assert_eq!(
-            placer.place(&[Key::Row(99)], &done),
+            placer.place(&[Key::Row(99)], None, &done),
             Some(ChannelId::recorded(1))
+        );
+    }
+
+    #[test]
+    fn independent_work_keeps_to_its_home_until_a_block_ahead() {
+        let mut placer = Placer::filling(3, 2);
+        let none = |_: ChannelId| None;
+        let home = Some(ChannelId::recorded(2));
+        let mut placed = Vec::new();
+        for s in 0..6u64 {
+            let c = placer.place(&[Key::Row(s)], home, &none).unwrap();
+            placer.sent(&[Key::Row(s)], Seqno(s), c, &none);
+            placed.push(c.get());
+        }
+        // Home until it holds 2 (the fill) more than the least loaded;
+        // then channel 0 is filled, channel 1 takes one, and home is back
+        // within 2 of the least loaded.
+        assert_eq!(placed, [2, 2, 0, 0, 1, 2]);
+        // A dependency wins over the home: row 2 follows seqno 2.
+        assert_eq!(
+            placer.place(&[Key::Row(2)], home, &none),
+            Some(ChannelId::recorded(0))
         );
     }
 }

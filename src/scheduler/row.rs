@@ -13,8 +13,9 @@
 //!   restart row marked it (`ddl_seqno`), whatever the assignment of the
 //!   rest;
 //! - every other transaction is placed by [`Placer`] (its dependencies'
-//!   channel, else the least loaded), waiting while its conflicting work is
-//!   live on two or more channels;
+//!   channel, else its shard's own channel unless that one is a block
+//!   ahead of the least loaded, else the least loaded), waiting while its
+//!   conflicting work is live on two or more channels;
 //! - after a DDL (any transaction with a statement that commits
 //!   implicitly) the scheduler waits for it to commit and reads its
 //!   schema's key metadata again before it computes the next writeset.
@@ -113,13 +114,15 @@ pub fn is_ddl(txn: &Transaction) -> bool {
     })
 }
 
-/// The channel for a transaction with `keys`: its dependencies' channel
-/// (or the least loaded), or `target` when given (a DDL's own channel),
-/// waiting for commits as the module doc says. Returns `None` when a
-/// channel failed during the wait (the error is in `progress`).
+/// The channel for a transaction with `keys` of a shard whose own channel
+/// is `home`: its dependencies' channel (or, independent, `home` or the
+/// least loaded: [`Placer`]), or `target` when given (a DDL's own
+/// channel), waiting for commits as the module doc says. Returns `None`
+/// when a channel failed during the wait (the error is in `progress`).
 pub fn place(
     placer: &mut Placer,
     keys: &[crate::shard::writeset::Key],
+    home: ChannelId,
     target: Option<ChannelId>,
     progress: &Progress,
     counters: &RowCounters,
@@ -127,7 +130,7 @@ pub fn place(
     let committed = |c: ChannelId| progress.committed(c.index());
     let mut waited = false;
     loop {
-        let placed = placer.place(keys, &committed);
+        let placed = placer.place(keys, Some(home), &committed);
         let chosen = match target {
             None => placed,
             Some(t) => {
