@@ -238,6 +238,7 @@ impl Channels {
             committed: SeqnoRanges::new(),
             expected_positions: Vec::new(),
             row_fill: 0,
+            commit_window: 0,
         };
         let start = Instant::now();
         scheduler::run(

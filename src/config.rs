@@ -459,6 +459,12 @@ pub struct ApplyConfig {
     /// `parallelism`: `"shard"` or `"row"` ([`Parallelism`]); default
     /// `"shard"`.
     pub parallelism: Parallelism,
+    /// `commit_window_seqnos`: a transaction is handed to a channel only
+    /// once every transaction this many seqnos or more before it has
+    /// committed (the low-water mark is at or above `seqno - window`): how
+    /// far the channels may run apart, in seqnos. 1 to 4096, default 4096
+    /// ([`defaults::APPLY_COMMIT_WINDOW_SEQNOS`] says why at most 4096).
+    pub commit_window_seqnos: u64,
 }
 
 impl Default for ApplyConfig {
@@ -474,6 +480,7 @@ impl Default for ApplyConfig {
             retry_max_attempts: defaults::APPLY_RETRY_MAX_ATTEMPTS.default,
             retry_max_backoff_ms: defaults::APPLY_RETRY_MAX_BACKOFF_MS.default,
             parallelism: defaults::APPLY_PARALLELISM,
+            commit_window_seqnos: defaults::APPLY_COMMIT_WINDOW_SEQNOS.default,
         }
     }
 }

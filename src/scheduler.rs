@@ -151,6 +151,9 @@ pub struct SchedulerCounters {
     pub temp_table_sessions: std::sync::Mutex<Vec<String>>,
     /// What row parallelism counts (zero under `parallelism = "shard"`).
     pub row: row::RowCounters,
+    /// Transactions that waited at the commit window
+    /// ([`SchedulerSettings::commit_window`]).
+    pub window_waits: AtomicU64,
 }
 
 /// The channel that applies every transaction of master sessions with
@@ -242,6 +245,13 @@ pub struct SchedulerSettings {
     /// used ([`placement::Placer::filling`]; the block size makes full
     /// blocks); 0: always the least loaded channel.
     pub row_fill: usize,
+    /// The commit window, in seqnos: a transaction is sent to a channel
+    /// only once every seqno at least this far below it has committed (the
+    /// low-water mark is at or above `seqno - window`); 0: no window. It
+    /// bounds how far the channels run apart, and with it each restart
+    /// row's record of seqnos committed above the mark (`committed_above`,
+    /// at most this many seqnos: [`crate::applier::restart`]).
+    pub commit_window: u64,
 }
 
 /// A restart row's seqno and binlog position, checked against the queue
@@ -323,6 +333,26 @@ where
                 .all(|(c, sent)| sent.is_none_or(|s| p.committed(c).is_some_and(|d| d >= s)))
         });
         if done {
+            Ok(())
+        } else {
+            Err(SchedulerError::Apply(Box::new(
+                progress.error().expect("wait_until failed on an error"),
+            )))
+        }
+    };
+    // The commit window: wait until the low-water mark is at or above
+    // `seqno - commit_window`.
+    let within_window = |seqno: Seqno| -> Result<(), SchedulerError> {
+        let window = settings.commit_window;
+        let Some(floor) = seqno.get().checked_sub(window).filter(|_| window > 0) else {
+            return Ok(());
+        };
+        let reached = |p: &Progress| p.low_water().is_some_and(|l| l.get() >= floor);
+        if reached(progress) {
+            return Ok(());
+        }
+        counters.window_waits.fetch_add(1, Ordering::Relaxed);
+        if progress.wait_until(reached) {
             Ok(())
         } else {
             Err(SchedulerError::Apply(Box::new(
@@ -499,6 +529,7 @@ where
                 mut channel,
                 mut critical,
             } => {
+                within_window(seqno)?;
                 let temp_before = temp_tables.count();
                 let pinned = temp_tables.observe(&txn);
                 if pinned {
@@ -936,6 +967,7 @@ mod tests {
             committed: SeqnoRanges::new(),
             expected_positions: Vec::new(),
             row_fill: 0,
+            commit_window: 0,
         };
         run(
             |_| {
@@ -991,5 +1023,97 @@ mod tests {
             let (seen, _) = schedule(txns(from), &mut TwoCritical, 3, |_, _| {});
             assert_eq!(seen, whole[from as usize..].to_vec(), "resumed at {from}");
         }
+    }
+
+    // The commit window: with a window of 4 and channel 1 holding seqno 0
+    // uncommitted, channel 2's seqnos 1..=3 are sent and seqno 4 waits
+    // (a window wait) until seqno 0 commits; then everything runs.
+    #[test]
+    fn the_commit_window_holds_dispatch_until_the_low_water_mark_follows() {
+        let mut txns = vec![txn(0, "a", 1, "DELETE FROM t")];
+        txns.extend((1..=9).map(|n| txn(n, "b", 1, "DELETE FROM t")));
+        let last = Seqno(9);
+        let progress = Arc::new(Progress::new(&[None, None, None, None]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let release = Arc::new(AtomicBool::new(false));
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for c in 0..4 {
+            let (tx, rx) = crossbeam_channel::unbounded::<Work>();
+            senders.push(tx);
+            let (progress, seen, release) = (progress.clone(), seen.clone(), release.clone());
+            threads.push(std::thread::spawn(move || {
+                for work in rx {
+                    match work {
+                        Work::Apply { txn, .. } => {
+                            seen.lock().unwrap().push(txn.seqno.get());
+                            while c == 1 && !release.load(Ordering::Acquire) {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            progress.set_committed(c, txn.seqno);
+                            progress.committed_block([txn.seqno]);
+                        }
+                        Work::Stop(_) => break,
+                        Work::Sync(_) => {}
+                    }
+                }
+            }));
+        }
+        let counters = Arc::new(SchedulerCounters::default());
+        let scheduler = {
+            let (progress, counters) = (progress.clone(), counters.clone());
+            std::thread::spawn(move || {
+                let settings = SchedulerSettings {
+                    sync_interval_seqnos: 0,
+                    stop_after: Some(last),
+                    poll: Duration::from_millis(10),
+                    skip_seqnos: Vec::new(),
+                    immediate: None,
+                    committed: SeqnoRanges::new(),
+                    expected_positions: Vec::new(),
+                    row_fill: 0,
+                    commit_window: 4,
+                };
+                let mut queue = txns.into_iter();
+                run(
+                    |_| {
+                        Ok(queue.next().map(|txn| Queued {
+                            txn,
+                            epoch: Epoch(0),
+                            gtid_position: GtidPos::new(),
+                        }))
+                    },
+                    &mut Fixed,
+                    &senders,
+                    &progress,
+                    &counters,
+                    &AtomicBool::new(false),
+                    &settings,
+                )
+                .unwrap()
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while counters.window_waits.load(Ordering::Acquire) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no window wait");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let mut before = seen.lock().unwrap().clone();
+        before.sort_unstable();
+        assert_eq!(before, vec![0, 1, 2, 3], "sent before seqno 0 committed");
+        assert_eq!(progress.low_water(), None);
+        release.store(true, Ordering::Release);
+        let marker = scheduler.join().unwrap().expect("a STOP marker");
+        assert_eq!(marker.seqno, last);
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut all = seen.lock().unwrap().clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..=9).collect::<Vec<u64>>());
+        // Later seqnos may wait again for channel 2's commits.
+        assert!(counters.window_waits.load(Ordering::Relaxed) >= 1);
+        assert_eq!(progress.low_water(), Some(last));
     }
 }

@@ -143,6 +143,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
         committed: SeqnoRanges::new(),
         expected_positions: Vec::new(),
         row_fill: 0,
+        commit_window: 0,
     };
     scheduler::run(
         |_| {

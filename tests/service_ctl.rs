@@ -39,6 +39,7 @@ const STATUS_KEYS: &[&str] = &[
     "openTempTables",
     "parallelism",
     "dependencyWaitCount",
+    "windowWaitCount",
     "fallbackCounts",
     "inFlightCount",
     "inFlightKeys",

@@ -448,6 +448,10 @@ impl<'a> Builder<'a> {
                 defaults::APPLY_PARALLELISM,
                 &Parallelism::ALL,
             ),
+            commit_window_seqnos: self.int(
+                &defaults::APPLY_COMMIT_WINDOW_SEQNOS,
+                raw.commit_window_seqnos,
+            ),
         }
     }
 

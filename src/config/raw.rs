@@ -95,6 +95,7 @@ pub(super) struct RawApply {
     pub(super) retry_max_attempts: Option<Int>,
     pub(super) retry_max_backoff_ms: Option<Int>,
     pub(super) parallelism: Option<String>,
+    pub(super) commit_window_seqnos: Option<Int>,
 }
 
 /// `[shard_filter]` as written.

@@ -125,6 +125,7 @@ fn minimal_config_and_its_defaults() {
             retry_max_attempts: 10,
             retry_max_backoff_ms: 5000,
             parallelism: Parallelism::Shard,
+            commit_window_seqnos: 4096,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -196,6 +197,7 @@ shard_list = "conf/shard.list"
 retry_max_attempts = 0
 retry_max_backoff_ms = 100
 parallelism = "row"
+commit_window_seqnos = 500
 
 [shard_filter]
 map_file = "shard.map"
@@ -260,6 +262,7 @@ socket = "ctl.sock"
             retry_max_attempts: 0,
             retry_max_backoff_ms: 100,
             parallelism: Parallelism::Row,
+            commit_window_seqnos: 500,
         }
     );
     assert_eq!(
@@ -347,7 +350,7 @@ fn values_out_of_range_are_problems() {
             "[queue]\n",
             "[queue]\nmax_size_bytes = 10\nsegment_size_bytes = 11\nretention_seqnos = -1\n",
         )
-        + "\n[apply]\nchannels = 257\nblock_commit_txns = 0\n\
+        + "\n[apply]\nchannels = 257\nblock_commit_txns = 0\ncommit_window_seqnos = 5000\n\
            \n[shard_filter]\nunknown_shard_policy = \"ignore\"\n";
     assert_eq!(
         problems(parse_with_env(&text, &[])),
@@ -380,6 +383,10 @@ fn values_out_of_range_are_problems() {
                 "must be between 1 and 4294967295, got 0"
             ),
             ("apply.channels", "must be between 1 and 256, got 257"),
+            (
+                "apply.commit_window_seqnos",
+                "must be between 1 and 4096, got 5000"
+            ),
             (
                 "shard_filter.unknown_shard_policy",
                 "must be one of \"accept\", \"drop\", \"warn\", \"error\", got \"ignore\""

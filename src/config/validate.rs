@@ -126,6 +126,10 @@ impl Config {
             a.sync_interval_seqnos,
         );
         p.int(&defaults::APPLY_MAX_IN_FLIGHT_BYTES, a.max_in_flight_bytes);
+        p.int(
+            &defaults::APPLY_COMMIT_WINDOW_SEQNOS,
+            a.commit_window_seqnos,
+        );
         if let Some(list) = &a.shard_list {
             p.path("apply.shard_list", list);
         }

@@ -471,6 +471,11 @@ pub struct Status {
     /// channels (a DDL: on another channel than its own), since the
     /// service started; 0 under `parallelism = "shard"`.
     pub dependency_wait_count: u64,
+    /// `windowWaitCount`: transactions the scheduler held back at the
+    /// commit window (`[apply] commit_window_seqnos`: the channels were
+    /// that many seqnos apart, one waiting on a long transaction), since
+    /// the service started.
+    pub window_wait_count: u64,
     /// `fallbackCounts`: transactions whose writeset fell back to a
     /// coarser key than their rows', per reason, since the service
     /// started, as `reason=N[,reason=N...]` (reasons of
@@ -533,6 +538,7 @@ impl Status {
             open_temp_tables: 0,
             parallelism: "shard".to_string(),
             dependency_wait_count: 0,
+            window_wait_count: 0,
             fallback_counts: None,
             in_flight_count: 0,
             in_flight_keys: 0,

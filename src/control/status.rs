@@ -26,6 +26,7 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.open_temp_tables = s.open_temp_tables;
     status.parallelism = s.parallelism.as_str().to_string();
     status.dependency_wait_count = s.row.dependency_waits;
+    status.window_wait_count = s.window_wait_count;
     status.fallback_counts = fallback_counts(&s.row);
     status.in_flight_count = s.row.in_flight;
     status.in_flight_keys = s.row.keys_held;
@@ -136,6 +137,7 @@ mod tests {
             relative_latency: Some(1.5),
             channels: 4,
             serialization_count: 3,
+            window_wait_count: 6,
             dropped_count: 2,
             skipped_count: 4,
             skipped_seqnos: vec![9..=9, 11..=13],
@@ -170,6 +172,7 @@ mod tests {
         expected.open_temp_tables = 1;
         expected.parallelism = "row".into();
         expected.dependency_wait_count = 5;
+        expected.window_wait_count = 6;
         expected.fallback_counts = Some("no_unique_key=4,statement=2,foreign_key=7".into());
         expected.in_flight_count = 12;
         expected.in_flight_keys = 40;

@@ -200,6 +200,7 @@ pub fn run(
         committed: start.recovery.committed().clone(),
         expected_positions,
         row_fill: config.apply.block_commit_txns as usize,
+        commit_window: config.apply.commit_window_seqnos,
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

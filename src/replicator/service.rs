@@ -72,10 +72,11 @@ struct Inner {
     run: Option<ActiveRun>,
     /// Restart rows as last read or left by a run.
     last_rows: Vec<RestartRow>,
-    /// Counters of the runs that ended (dropped, barriers, skipped):
+    /// Counters of the runs that ended (dropped, barriers, skipped,
+    /// window waits):
     /// status adds the current run's to them ("since the service
     /// started").
-    totals: (u64, u64, u64),
+    totals: (u64, u64, u64, u64),
     /// Row parallelism's waits and fallbacks of the runs that ended
     /// (status adds the current run's, as for `totals`).
     row_totals: RowStatus,
@@ -129,7 +130,7 @@ impl Service {
                 machine: StateMachine::new(),
                 run: None,
                 last_rows: rows,
-                totals: (0, 0, 0),
+                totals: (0, 0, 0, 0),
                 row_totals: RowStatus::default(),
                 last_stored: (None, None),
                 until_seqno: None,
@@ -338,6 +339,7 @@ impl Service {
             inner.totals.0 += counters.dropped.load(Ordering::Relaxed);
             inner.totals.1 += counters.serializations.load(Ordering::Relaxed);
             inner.totals.2 += counters.skipped.load(Ordering::Relaxed);
+            inner.totals.3 += counters.window_waits.load(Ordering::Relaxed);
             inner.row_totals.add(&counters.row);
         }
         let immediate = options
@@ -698,7 +700,7 @@ impl Service {
         let mut inner = self.lock();
         Self::refresh(&mut inner);
         let (seqno, event_id) = applied_summary(&inner.last_rows);
-        let (dropped, barriers, _) = inner.totals;
+        let (dropped, barriers, _, window_waits) = inner.totals;
         let mut status = StatusSnapshot {
             service_name: self.config.service.name.clone(),
             role: self.config.service.role,
@@ -709,6 +711,7 @@ impl Service {
             relative_latency: None,
             channels: self.config.apply.channels,
             serialization_count: barriers,
+            window_wait_count: window_waits,
             dropped_count: dropped,
             // The DBA's skips as recorded in the catalog (each counted
             // once, however often a restarted run passes it again).
@@ -731,6 +734,7 @@ impl Service {
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
                 status.dropped_count += counters.dropped.load(Ordering::Relaxed);
                 status.serialization_count += counters.serializations.load(Ordering::Relaxed);
+                status.window_wait_count += counters.window_waits.load(Ordering::Relaxed);
                 status.open_temp_tables = counters.open_temp_tables.load(Ordering::Acquire);
                 status.row.add(&counters.row);
                 status.row.in_flight = counters.row.in_flight.load(Ordering::Relaxed);

@@ -214,6 +214,7 @@ fn status_has_every_key() {
             "timeInStateSeconds",
             "untilSeqno",
             "uptimeSeconds",
+            "windowWaitCount",
         ]
     );
     assert_eq!(v["pendingError"], Value::Null);

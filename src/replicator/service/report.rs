@@ -40,6 +40,9 @@ pub struct StatusSnapshot {
     pub channels: u16,
     /// Barriers taken since the service started.
     pub serialization_count: u64,
+    /// Transactions that waited at the commit window
+    /// (`[apply] commit_window_seqnos`) since the service started.
+    pub window_wait_count: u64,
     /// Transactions dropped by the shard filter since the service started.
     pub dropped_count: u64,
     /// Seqnos recorded as skipped at the DBA's request.
