@@ -18,12 +18,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use shardrep::position::{BinlogPosition, Seqno, SeqnoRanges};
+use shardrep::position::{BinlogPosition, Seqno};
 use shardrep::queue::{QueueOptions, TransactionQueue};
 use shardrep::replicator::RunError;
 use shardrep::scheduler::SchedulerError;
 use shardrep::shard::channel::ChannelAssignment;
 
+use common::committed_watch::{jitter, CommittedWatch, WatchReport};
 use common::service::{
     case_sql, drop_everywhere, master_position, script_statements, stop_target_slave, ServiceSpec,
     TARGET,
@@ -740,15 +741,6 @@ async fn very_large_transaction_commits_whole_across_a_kill() {
     spec.remove(sb).await;
 }
 
-/// A pseudo-random duration in `[low, high)` ms (no RNG crate needed).
-fn jitter(low: u64, high: u64) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64;
-    Duration::from_millis(low + nanos % (high - low))
-}
-
 // B28: the case's load (2,000 rounds over four shards, a hot row, a
 // cross-shard transaction every 10 rounds, deletes) runs on the master,
 // its rounds in GTID domain 2, while shardrep applies it with 4 channels
@@ -799,61 +791,8 @@ async fn kills_during_catch_up(parallelism: &'static str) {
             master.query_drop(call).await.unwrap();
         })
     };
-    // Restart rows, sampled all along: never backwards, and the committed
-    // set they record never loses a seqno.
-    let done = Arc::new(AtomicBool::new(false));
-    let monitor = {
-        let (done, spec) = (done.clone(), spec.clone());
-        tokio::spawn(async move {
-            let mut last: Vec<i64> = Vec::new();
-            let mut last_set: Option<(i64, SeqnoRanges)> = None;
-            // Samples whose rows record committed seqnos above the mark.
-            let mut with_gaps = 0u64;
-            let mut samples = 0u64;
-            while !done.load(Ordering::Acquire) {
-                let records = spec.restart_records(sandbox()).await;
-                let now: Vec<i64> = records.iter().map(|r| r.0).collect();
-                if !records.is_empty() {
-                    let base = records.iter().map(|r| r.1.expect("low_water")).max();
-                    let base = base.expect("rows");
-                    let mut set = SeqnoRanges::new();
-                    for (_, _, above) in &records {
-                        set.extend(&above.parse().expect("committed_above"));
-                    }
-                    let has = |s: i64| s <= base || set.contains(Seqno(s as u64));
-                    if let Some((old_base, old_set)) = &last_set {
-                        for s in
-                            (base + 1..=*old_base).chain(old_set.iter().map(|s| s.get() as i64))
-                        {
-                            assert!(
-                                has(s),
-                                "the committed set lost seqno {s}: was up to {old_base} and \
-                                 {old_set}, now up to {base} and {set} ({records:?})"
-                            );
-                        }
-                    }
-                    if !set.is_empty() {
-                        with_gaps += 1;
-                    }
-                    last_set = Some((base, set));
-                }
-                if now.len() == last.len() {
-                    for (c, (old, new)) in last.iter().zip(&now).enumerate() {
-                        assert!(
-                            new >= old,
-                            "channel {c} restart row went back: {old} -> {new}"
-                        );
-                    }
-                }
-                if !now.is_empty() {
-                    last = now;
-                    samples += 1;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (samples, with_gaps)
-        })
-    };
+    // Restart rows, sampled all along (`CommittedWatch`).
+    let watch = CommittedWatch::start(&spec);
     let mut stops = Vec::new();
     for round in 0..4 {
         let mut process = spec.spawn(sb, false);
@@ -877,8 +816,7 @@ async fn kills_during_catch_up(parallelism: &'static str) {
     let process = spec.spawn(sb, true);
     let log = process.log.clone();
     let ok = process.wait();
-    done.store(true, Ordering::Release);
-    let (samples, with_gaps) = monitor.await.unwrap();
+    let WatchReport { samples, with_gaps } = watch.finish().await;
     let log = std::fs::read_to_string(log).unwrap_or_default();
     eprintln!(
         "{parallelism}: stops: {stops:?}; {samples} restart-row samples, {with_gaps} with seqnos recorded \

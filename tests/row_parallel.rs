@@ -23,14 +23,16 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::committed_watch::{jitter, CommittedWatch};
 use common::row_workload::{
     assert_schema_equal, Committed, Workload, DDL_AFTER_FOREIGN_KEY, DDL_STATEMENTS,
 };
 use common::service::{
-    ctl_ok, drop_everywhere, master_position, status, stop_target_slave, wait_applied_to_master,
-    wait_for_socket, ServiceSpec, TARGET,
+    ctl_ok, drop_everywhere, master_position, native_from_now, status, stop_target_slave,
+    wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
 };
-use common::{sandbox, unique_schema, wait_until};
+use common::{quote_ident, sandbox, unique_schema, wait_replica_caught_up, wait_until, Server};
+use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 /// The tests share replica 2 ([`TARGET`]) and the master's binlog.
@@ -41,6 +43,9 @@ static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const CONNECTIONS: usize = 6;
 const OPERATIONS: usize = 500;
 const SEED: u64 = 0x5eed_0016;
+/// Operations per connection of the kill test: enough for a catch-up that
+/// outlasts its ten kills (about 17,000 transactions, 10 s on the master).
+const KILL_OPERATIONS: usize = 3_000;
 
 /// `fallbackCounts` (`reason=N,...`, or null) as a map.
 fn fallbacks(s: &Value) -> BTreeMap<String, u64> {
@@ -207,4 +212,106 @@ async fn shard_parallelism_applies_the_same_workload_exactly() {
     assert_eq!(s["dependencyWaitCount"], 0, "{s}");
     assert_eq!(s["fallbackCounts"], Value::Null, "{s}");
     assert_eq!(s["inFlightKeys"], 0, "{s}");
+}
+
+// Issue 16's kill test: a row-parallel service of 8 channels takes replica
+// 2 over from native replication; then the workload (one hot schema) runs
+// on the master while the service applies it and is killed with
+// SIGKILL ten times at random moments, restarted each time (a restart
+// sends a transaction to whichever channel its dependencies allow, not the
+// one that ran it before). The restart rows never go back and their
+// committed set never loses a seqno ([`CommittedWatch`]); no run logs a
+// 1062 or 1032; every table ends equal to the master's; a clean offline
+// leaves every channel at one seqno, and a handback gives native
+// replication that applies the master's next transactions with
+// `Last_Errno` 0 and equal tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_parallel_catch_up_survives_ten_kills_and_hands_back() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    native_from_now(sb).await;
+    let schema = unique_schema("rowkill");
+    let mut spec = ServiceSpec::new("rowkill", std::slice::from_ref(&schema), "takeover");
+    spec.channels = 8;
+    spec.parallelism = "row";
+    spec.sync_interval = 100;
+    // The takeover first (native replication stopped at its position).
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    let mut first = Some(process);
+    let load = {
+        let workload = Workload::new(&schema, CONNECTIONS, KILL_OPERATIONS, SEED ^ 0x6b11);
+        tokio::spawn(async move { workload.run(sandbox()).await })
+    };
+    let watch = CommittedWatch::start(&spec);
+    let mut kills = Vec::new();
+    for round in 0..10 {
+        let mut process = first.take().unwrap_or_else(|| spec.spawn(sb, false));
+        tokio::time::sleep(jitter(400, 1_200)).await;
+        assert!(
+            process.running(),
+            "shardrep died in round {round}:\n{}",
+            process.log_text()
+        );
+        kills.push(spec.restart_seqnos(sb).await);
+        process.kill();
+    }
+    let done = load.await.expect("the workload");
+    assert_workload_covers_everything(&done, true);
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    let report = watch.finish().await;
+    eprintln!(
+        "rowkill: {} transactions; rows before each kill {kills:?}; {} restart-row samples, {} \
+         with seqnos recorded above the low-water mark",
+        done.transactions, report.samples, report.with_gaps
+    );
+    let log = process.log_text();
+    for code in ["error 1062", "error 1032"] {
+        assert!(!log.contains(code), "a run logged {code}:\n{log}");
+    }
+    assert_schema_equal(sb, TARGET, &schema).await;
+
+    // A clean offline: every channel at one seqno; then handback.
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:NORMAL", "--timeout-secs", "60"],
+    );
+    let seqnos = spec.restart_seqnos(sb).await;
+    assert_eq!(seqnos.len(), 8, "{seqnos:?}");
+    assert!(seqnos.iter().all(|n| *n == seqnos[0]), "{seqnos:?}");
+    let handback = ctl_ok(&spec, &["--json", "handback", "--start-slave"]);
+    let handback: Value = serde_json::from_str(&handback).unwrap();
+    assert_eq!(handback["seqno"].as_i64(), Some(seqnos[0]), "{handback}");
+    let mut master = sb.connect(Server::Master).await;
+    let q = quote_ident(&schema);
+    master
+        .query_drop(format!(
+            "UPDATE {q}.hot SET v = v + 1 WHERE id = 1; \
+             INSERT INTO {q}.pk (id, v) VALUES (9000001, 1); \
+             DELETE FROM {q}.dr WHERE id = 1"
+        ))
+        .await
+        .unwrap();
+    drop(master);
+    wait_replica_caught_up(sb, TARGET, Duration::from_secs(120)).await;
+    let mut replica = sb.connect(TARGET).await;
+    let native = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert!(native.sql_running, "{native:?}");
+    assert_eq!(native.last_errno, 0, "{native:?}");
+    assert_schema_equal(sb, TARGET, &schema).await;
+
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Value};
 
+pub mod committed_watch;
 pub mod row_metadata;
 pub mod row_workload;
 pub mod service;
