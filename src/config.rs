@@ -457,7 +457,7 @@ pub struct ApplyConfig {
     /// milliseconds; at least 1, default 5000.
     pub retry_max_backoff_ms: u64,
     /// `parallelism`: `"shard"` or `"row"` ([`Parallelism`]); default
-    /// `"shard"`.
+    /// `"row"` ([`defaults::APPLY_PARALLELISM`] says why).
     pub parallelism: Parallelism,
     /// `commit_window_seqnos`: a transaction is handed to a channel only
     /// once every transaction this many seqnos or more before it has

@@ -235,7 +235,9 @@ async fn exactly_the_missing_seqnos(sb: &'static Sandbox, parallelism: &'static 
 async fn rows_of_an_older_shardrep_are_upgraded_and_resumed() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
-    let (spec, shards, at) = two_shards(sb, "rlegacy").await;
+    let (mut spec, shards, at) = two_shards(sb, "rlegacy").await;
+    // Legacy rows at different seqnos resume only under shard parallelism.
+    spec.parallelism = "shard";
     let table = format!("{}.restart_position", quote_ident(&spec.catalog()));
     let mut replica = sb.connect(TARGET).await;
     let drop_columns = format!(

@@ -35,12 +35,14 @@
 #                        log_slave_updates, sync_binlog as --durability says),
 #                        "off" (no binlog on the replica), or "on off" (both)
 #   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock";
-#                        also shardrep-row (shardrep with [apply] parallelism = "row")
+#                        also shardrep-row and shardrep-shard (shardrep with
+#                        [apply] parallelism = "row" or "shard"; shardrep itself
+#                        runs the default, "row")
 #   --shardrep-opt K=V   write K = V into [apply] of every shardrep mode, e.g.
 #                        block_commit_txns=50 (repeatable; a value that is not
 #                        a number, true/false or quoted is written as a string;
 #                        a mode's own key wins: block_commit_txns of
-#                        shardrep-noblock, parallelism of shardrep-row)
+#                        shardrep-noblock, parallelism of shardrep-row and shardrep-shard)
 #   --assign hash|even   shardrep channel assignment: the default hash of the
 #                        shard name (default), or sbNN -> channel (NN-1) mod C
 #   --bucket SECS        plot buckets (default 10; 2 with --quick), always
@@ -73,7 +75,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row shardrep-shard"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -461,13 +463,14 @@ error_text() {  # FILE N
 }
 
 # The [apply] lines of a shardrep mode besides channels and shard_list: the
-# mode's own (shardrep-noblock: block commit off; shardrep-row: row
-# parallelism), then the --shardrep-opt lines whose key the mode does not set.
+# mode's own (shardrep-noblock: block commit off; shardrep-row,
+# shardrep-shard: that parallelism), then the --shardrep-opt lines whose key the mode does not set.
 apply_lines() {  # MODE
     local own='' e
     case "$1" in
         shardrep-noblock) own='block_commit_txns = 1' ;;
         shardrep-row) own='parallelism = "row"' ;;
+        shardrep-shard) own='parallelism = "shard"' ;;
     esac
     [ -z "$own" ] || echo "$own"
     for e in ${apply_extra[@]+"${apply_extra[@]}"}; do
@@ -597,7 +600,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-row)
+        shardrep|shardrep-noblock|shardrep-row|shardrep-shard)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')

@@ -124,7 +124,7 @@ fn minimal_config_and_its_defaults() {
             shard_list: None,
             retry_max_attempts: 10,
             retry_max_backoff_ms: 5000,
-            parallelism: Parallelism::Shard,
+            parallelism: Parallelism::Row,
             commit_window_seqnos: 4096,
         },
         shard_filter: ShardFilterConfig {

@@ -65,7 +65,8 @@ pub struct ServiceSpec {
     pub replica_socket: bool,
     /// `block_commit_interval_ms`.
     pub block_interval_ms: u64,
-    /// `[apply] parallelism`: `"shard"` or `"row"`.
+    /// `[apply] parallelism`: `"shard"` or `"row"` (default `"row"`, the
+    /// product's default).
     pub parallelism: &'static str,
     /// The replica's password, when not the sandbox's (a wrong one).
     pub replica_password: Option<String>,
@@ -94,7 +95,7 @@ impl ServiceSpec {
             retry_max_attempts: 10,
             replica_socket: false,
             block_interval_ms: 0,
-            parallelism: "shard",
+            parallelism: "row",
             replica_password: None,
             replica_user: None,
         }
