@@ -47,7 +47,7 @@ use shardrep::applier::progress::Progress;
 use shardrep::applier::work::{Marker, Work};
 use shardrep::config::ApplyConfig;
 use shardrep::event::Transaction;
-use shardrep::position::{Epoch, GtidPos, Seqno, SeqnoRanges};
+use shardrep::position::{Epoch, GtidPos, Seqno};
 use shardrep::scheduler::{self, Router, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
 
@@ -231,14 +231,8 @@ impl Channels {
         let stop = AtomicBool::new(false);
         let settings = SchedulerSettings {
             sync_interval_seqnos: self.apply.sync_interval_seqnos,
-            stop_after: Some(last),
             poll: Duration::from_millis(100),
-            skip_seqnos: Vec::new(),
-            immediate: None,
-            committed: SeqnoRanges::new(),
-            expected_positions: Vec::new(),
-            row_fill: 0,
-            commit_window: 0,
+            ..SchedulerSettings::until(last)
         };
         let start = Instant::now();
         scheduler::run(

@@ -254,6 +254,26 @@ pub struct SchedulerSettings {
     pub commit_window: u64,
 }
 
+impl SchedulerSettings {
+    /// Settings that stop cleanly after `last`: no SYNC markers, a 10 ms
+    /// poll, nothing skipped or recorded committed, no expected positions,
+    /// least-loaded row placement and no commit window (tests and benches
+    /// set the fields they exercise).
+    pub fn until(last: Seqno) -> SchedulerSettings {
+        SchedulerSettings {
+            sync_interval_seqnos: 0,
+            stop_after: Some(last),
+            poll: Duration::from_millis(10),
+            skip_seqnos: Vec::new(),
+            immediate: None,
+            committed: SeqnoRanges::new(),
+            expected_positions: Vec::new(),
+            row_fill: 0,
+            commit_window: 0,
+        }
+    }
+}
+
 /// A restart row's seqno and binlog position, checked against the queue
 /// when the scheduler reads that seqno ([`SchedulerSettings::expected_positions`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -958,17 +978,7 @@ mod tests {
             }));
         }
         let mut queue = txns.into_iter();
-        let settings = SchedulerSettings {
-            sync_interval_seqnos: 0,
-            stop_after: Some(last),
-            poll: Duration::from_millis(10),
-            skip_seqnos: Vec::new(),
-            immediate: None,
-            committed: SeqnoRanges::new(),
-            expected_positions: Vec::new(),
-            row_fill: 0,
-            commit_window: 0,
-        };
+        let settings = SchedulerSettings::until(last);
         run(
             |_| {
                 observe(queue.len(), &counters);
@@ -1064,15 +1074,8 @@ mod tests {
             let (progress, counters) = (progress.clone(), counters.clone());
             std::thread::spawn(move || {
                 let settings = SchedulerSettings {
-                    sync_interval_seqnos: 0,
-                    stop_after: Some(last),
-                    poll: Duration::from_millis(10),
-                    skip_seqnos: Vec::new(),
-                    immediate: None,
-                    committed: SeqnoRanges::new(),
-                    expected_positions: Vec::new(),
-                    row_fill: 0,
                     commit_window: 4,
+                    ..SchedulerSettings::until(last)
                 };
                 let mut queue = txns.into_iter();
                 run(

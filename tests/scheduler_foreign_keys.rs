@@ -13,7 +13,7 @@ use std::time::Duration;
 use shardrep::applier::progress::Progress;
 use shardrep::applier::work::Work;
 use shardrep::event::{Change, Statement, Transaction, UNKNOWN_SHARD};
-use shardrep::position::{BinlogPosition, Epoch, GtidPos, Seqno, SeqnoRanges};
+use shardrep::position::{BinlogPosition, Epoch, GtidPos, Seqno};
 use shardrep::scheduler::{self, SchedulerCounters, SchedulerSettings, ShardRouter};
 use shardrep::shard::foreign_keys::{ForeignKey, ForeignKeyRouting};
 use shardrep::shard::{ChannelAssignment, ShardFilter, ShardMap};
@@ -134,17 +134,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
     ]
     .into_iter();
     let counters = SchedulerCounters::default();
-    let settings = SchedulerSettings {
-        sync_interval_seqnos: 0,
-        stop_after: Some(Seqno(5)),
-        poll: Duration::from_millis(10),
-        skip_seqnos: Vec::new(),
-        immediate: None,
-        committed: SeqnoRanges::new(),
-        expected_positions: Vec::new(),
-        row_fill: 0,
-        commit_window: 0,
-    };
+    let settings = SchedulerSettings::until(Seqno(5));
     scheduler::run(
         |_| {
             Ok(stream.next().map(|txn| scheduler::Queued {

@@ -9,32 +9,16 @@
 
 mod common;
 
-use std::time::Duration;
-
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    case_sql, ctl, ctl_ok, drop_everywhere, native_from_now, script_statements, status,
-    wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
+    assert_native_ok, case_sql, ctl, ctl_ok, drop_everywhere, native_from_now, script_statements,
+    status, wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
 };
-use common::{
-    assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox,
-    Server,
-};
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn assert_native_ok(sb: &Sandbox) {
-    wait_replica_caught_up(sb, TARGET, Duration::from_secs(120)).await;
-    let mut replica = sb.connect(TARGET).await;
-    let status = shardrep::replica::slave_status(&mut replica)
-        .await
-        .unwrap()
-        .expect("replication configured");
-    assert!(status.sql_running, "{status:?}");
-    assert_eq!(status.last_errno, 0, "{status:?}");
-}
 
 async fn run_on_master(sb: &Sandbox, sql: &str) {
     let mut master = sb.connect(Server::Master).await;

@@ -19,8 +19,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
 use common::service::{
-    ctl, ctl_ok, drop_everywhere, master_position, native_from_now, status, stop_target_slave,
-    wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
+    assert_native_ok, ctl, ctl_ok, drop_everywhere, master_position, native_from_now, status,
+    stop_target_slave, wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess,
+    TARGET,
 };
 use common::{
     assert_table_equal, quote_ident, sandbox, unique_schema, wait_replica_caught_up, wait_until,
@@ -489,14 +490,7 @@ async fn takeover_and_handback_with_an_open_prepared_transaction() {
         &format!("XA COMMIT '{prefix}2','br',9; INSERT INTO {qb}.t VALUES (12, 12, X'12')"),
     )
     .await;
-    wait_replica_caught_up(sb, TARGET, Duration::from_secs(60)).await;
-    let mut replica = sb.connect(TARGET).await;
-    let slave = shardrep::replica::slave_status(&mut replica)
-        .await
-        .unwrap()
-        .expect("replication configured");
-    assert!(slave.sql_running, "{slave:?}");
-    assert_eq!(slave.last_errno, 0, "{slave:?}");
+    assert_native_ok(sb).await;
     assert_eq!(prepared(sb, TARGET, &prefix).await, []);
     tables_equal(sb, &[a.clone(), b.clone()]).await;
     let (code, _, _) = ctl(&spec, &["status"]);

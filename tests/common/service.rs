@@ -563,6 +563,20 @@ pub async fn flush_and_purge_binlogs(sb: &Sandbox) -> String {
     current
 }
 
+/// Native replication on replica 2 catches up with the master (within
+/// 2 minutes) and its SQL thread runs with `Last_Errno` 0.
+pub async fn assert_native_ok(sb: &Sandbox) {
+    super::wait_replica_caught_up(sb, TARGET, std::time::Duration::from_secs(120)).await;
+    let mut replica = sb.connect(TARGET).await;
+    let status = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert!(status.sql_running, "{status:?}");
+    assert_eq!(status.last_errno, 0, "{status:?}");
+}
+
+/// Stops native replication on replica 2.
 pub async fn stop_target_slave(sb: &Sandbox) {
     sb.connect(TARGET)
         .await
