@@ -23,8 +23,10 @@
 #    schemas and the service's catalog are dropped, then
 #    `target/release/shardrep run --config <generated> --until-idle` applies
 #    the backlog with 8 channels (other settings default), while VmRSS of
-#    its process is sampled every 0.5 s (and VmHWM). Prints peak RSS,
-#    elapsed time, transactions/s, MB/s, and whether every table of the
+#    its process is sampled every 0.5 s (and VmHWM), and its CPU time (user +
+#    system, as of the last sample). Prints peak RSS, elapsed time,
+#    transactions/s, MB/s, CPU seconds and CPU microseconds per transaction
+#    (issue 17's measure), and whether every table of the
 #    replica equals the master's (CHECKSUM TABLE).
 #
 # Usage: bench/memory.sh [options]
@@ -294,8 +296,12 @@ TOML
         > "$dir/shardrep.out" 2> "$dir/shardrep.err" &
     pid=$!
     trap 'stop_pid '"$pid" INT TERM
-    local n=0 q=0
+    local n=0 q=0 ticks=0 t clk_tck
+    clk_tck=$(getconf CLK_TCK)
     while kill -0 "$pid" 2>/dev/null; do
+        # shardrep's CPU (user + system clock ticks), as of the last sample.
+        t=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true)
+        [ -z "$t" ] || ticks=$t
         if [ -r "/proc/$pid/status" ]; then
             read -r rss hwm < <(awk '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {print r+0, h+0}' \
                 "/proc/$pid/status" 2>/dev/null || echo "0 0")
@@ -331,6 +337,8 @@ TOML
         " elapsed_s=$(printf '%.1f' "$elapsed")" \
         " txn_per_s=$(echo "scale=0; $txns / $elapsed" | bc)" \
         " mb_per_s=$(echo "scale=2; $bytes / 1048576 / $elapsed" | bc)" \
+        " cpu_s=$(echo "scale=2; $ticks / $clk_tck" | bc)" \
+        " cpu_us_per_txn=$(echo "scale=0; $ticks * 1000000 / $clk_tck / $txns" | bc)" \
         " tables_equal=$equal" \
         " under_256mib=$([ "$peak_kb" -lt 262144 ] && echo yes || echo NO)")
     echo "$result" | tee "$dir/result.txt"

@@ -578,7 +578,7 @@ TOML
 
 # ---------------------------------------------------------------- the runs
 csv=$results/results.csv
-echo "data,durability,replica_binlog,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,replica_cpu_secs,shardrep_cpu_secs,shardrep_apply,error" > "$csv"
+echo "data,durability,replica_binlog,mode,schemas,threads_or_channels,binlog_mb,transactions,seconds,txns_per_sec,ratio_to_native,checksum,replica_cpu_secs,shardrep_cpu_secs,replica_cpu_us_per_txn,shardrep_cpu_us_per_txn,shardrep_apply,error" > "$csv"
 declare -A native_secs=()
 failed=0
 
@@ -634,8 +634,13 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         fi
         say "[$label] $secs s, $tps transactions/s${ratio:+, ${ratio}x native single-threaded}"
     fi
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s","%s"\n' "$data" "flush=$dur" "$binlog" "$mode" "$schemas" "$width" \
-        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "${apply//\"/\'}" "${run_error//\"/\'}" >> "$csv"
+    # CPU microseconds per transaction of the backlog (replica, shardrep).
+    local replica_us='' applier_us=''
+    [ -z "$replica_cpu" ] || replica_us=$(awk -v c="$replica_cpu" -v n="$txns" 'BEGIN {if (n > 0) printf "%.0f", c * 1e6 / n}')
+    [ -z "$applier_cpu" ] || applier_us=$(awk -v c="$applier_cpu" -v n="$txns" 'BEGIN {if (n > 0) printf "%.0f", c * 1e6 / n}')
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s","%s"\n' "$data" "flush=$dur" "$binlog" "$mode" "$schemas" "$width" \
+        "$binlog_mb" "$txns" "$secs" "$tps" "$ratio" "$checksum" "$replica_cpu" "$applier_cpu" "$replica_us" "$applier_us" \
+        "${apply//\"/\'}" "${run_error//\"/\'}" >> "$csv"
     # Bytes applied per 10 s, for the plot: the growth of the applied
     # position over each bucket of $bucket s (last sample at or before its
     # end), scaled to MB per 10 s; a last bucket shorter than half a bucket
@@ -704,10 +709,11 @@ echo "== catch-up results ($(hostname), $(nproc) cores; $schemas schemas, $load_
     done
     echo
     {
-        echo "data durability replica_binlog mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum cpu_s:replica+shardrep"
+        echo "data durability replica_binlog mode schemas thr/ch binlog_MB transactions seconds txn/s vs_native checksum cpu_s:replica+shardrep cpu_us/txn:replica+shardrep"
         tail -n +2 "$csv" | awk -F, '{
-            printf "%s %s %s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9,
-                ($10 == "" ? "-" : $10), ($11 == "" ? "-" : $11 "x"), $12, $13 ($14 == "" ? "" : "+" $14) }'
+            printf "%s %s %s %s %s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9,
+                ($10 == "" ? "-" : $10), ($11 == "" ? "-" : $11 "x"), $12, $13 ($14 == "" ? "" : "+" $14),
+                ($15 == "" ? "-" : $15) ($16 == "" ? "" : "+" $16) }'
     } | column -t
 } | tee "$results/results.txt"
 if [ -s "$results/failures.txt" ]; then
