@@ -253,7 +253,8 @@ pub enum RestartError {
     CommittedAboveSeqno {
         /// The row's channel.
         channel: u16,
-        /// The stored `committed_above`.
+        /// The stored `committed_above` (past 200 characters, elided with
+        /// its length).
         text: String,
         /// Its highest seqno.
         named: u64,

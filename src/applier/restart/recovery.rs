@@ -116,7 +116,7 @@ pub fn recover(rows: &[RestartRow]) -> Result<Recovery, RestartError> {
             if row.seqno.is_none_or(|s| named > s) {
                 return Err(RestartError::CommittedAboveSeqno {
                     channel: row.channel.get(),
-                    text: row.committed_above.to_string(),
+                    text: crate::applier::error::elide(&row.committed_above.to_string()),
                     named: named.get(),
                     seqno: row.seqno.map_or(-1, |s| s.get() as i64),
                 });
