@@ -35,11 +35,122 @@ pub fn quote_ident(name: &str) -> String {
 /// literal, FLOAT/DOUBLE in exponent form (`1.5e0`: parsed as a double,
 /// exact for every finite value), dates and times quoted.
 pub fn literal(param: &Param) -> String {
+    let mut out = String::new();
+    write_literal(param, &mut out);
+    out
+}
+
+/// Appends [`literal`]`(param)` to `out` without building it apart: the
+/// same text as mysql_common's `Value::as_sql(false)` (its escapes of
+/// `\0`, `\n`, `\r`, `\\`, `'`, `"` and `\x1a`, its hex form `0x..` in
+/// upper case for bytes that are not UTF-8, its zero-padded dates and
+/// times) with FLOAT and DOUBLE in exponent form. The applier writes every
+/// value of a batched block through it.
+pub fn write_literal(param: &Param, out: &mut String) {
+    use std::fmt::Write as _;
     match param {
-        Param::Float(f) => format!("{f:e}"),
-        Param::Double(d) => format!("{d:e}"),
-        other => other.as_sql(false),
+        Param::NULL => out.push_str("NULL"),
+        Param::Int(x) => out.push_str(itoa::Buffer::new().format(*x)),
+        Param::UInt(x) => out.push_str(itoa::Buffer::new().format(*x)),
+        // Writing to a String cannot fail.
+        Param::Float(f) => drop(write!(out, "{f:e}")),
+        Param::Double(d) => drop(write!(out, "{d:e}")),
+        Param::Bytes(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => write_escaped(text, out),
+            Err(_) => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.reserve(2 + 2 * bytes.len());
+                out.push_str("0x");
+                for &b in bytes.iter() {
+                    out.push(char::from(HEX[usize::from(b >> 4)]));
+                    out.push(char::from(HEX[usize::from(b & 0xf)]));
+                }
+            }
+        },
+        Param::Date(y, m, d, 0, 0, 0, 0) => {
+            out.push('\'');
+            write_date(*y, *m, *d, out);
+            out.push('\'');
+        }
+        Param::Date(y, m, d, h, i, s, micros) => {
+            out.push('\'');
+            write_date(*y, *m, *d, out);
+            out.push(' ');
+            write_padded(u32::from(*h), 2, out);
+            out.push(':');
+            write_padded(u32::from(*i), 2, out);
+            out.push(':');
+            write_padded(u32::from(*s), 2, out);
+            if *micros != 0 {
+                out.push('.');
+                write_padded(*micros, 6, out);
+            }
+            out.push('\'');
+        }
+        Param::Time(negative, days, h, i, s, micros) => {
+            out.push('\'');
+            if *negative {
+                out.push('-');
+            }
+            write_padded(days * 24 + u32::from(*h), 3, out);
+            out.push(':');
+            write_padded(u32::from(*i), 2, out);
+            out.push(':');
+            write_padded(u32::from(*s), 2, out);
+            if *micros != 0 {
+                out.push('.');
+                write_padded(*micros, 6, out);
+            }
+            out.push('\'');
+        }
     }
+}
+
+/// `YYYY-MM-DD`, each field zero-padded to its width (wider values whole).
+fn write_date(year: u16, month: u8, day: u8, out: &mut String) {
+    write_padded(u32::from(year), 4, out);
+    out.push('-');
+    write_padded(u32::from(month), 2, out);
+    out.push('-');
+    write_padded(u32::from(day), 2, out);
+}
+
+/// `value` in decimal, zero-padded on the left to `width` digits (as
+/// `format!("{value:0width$}")`).
+fn write_padded(value: u32, width: usize, out: &mut String) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(value);
+    for _ in digits.len()..width {
+        out.push('0');
+    }
+    out.push_str(digits);
+}
+
+/// `text` as a single-quoted literal with backslash escapes (mysql_common's
+/// `escaped(text, false)`): runs without a special character are copied
+/// whole.
+fn write_escaped(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
+    out.push('\'');
+    let mut start = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escape = match b {
+            0 => "\\0",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\\' => "\\\\",
+            b'\'' => "\\'",
+            b'"' => "\\\"",
+            0x1a => "\\Z",
+            _ => continue,
+        };
+        // Special characters are ASCII, so these are char boundaries.
+        out.push_str(&text[start..i]);
+        out.push_str(escape);
+        start = i + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('\'');
 }
 
 /// `template` with each `?` placeholder outside quoted identifiers and
@@ -51,30 +162,32 @@ pub fn literal(param: &Param) -> String {
 /// A message when the placeholders and parameters do not pair up.
 pub fn interpolate(template: &str, params: &[Param], out: &mut String) -> Result<(), String> {
     let mut params = params.iter();
-    let mut quote: Option<char> = None;
-    for c in template.chars() {
+    let mut quote: Option<u8> = None;
+    // The characters looked for are ASCII, so every index where one is
+    // found is a char boundary; the text between is copied whole.
+    let mut start = 0;
+    for (i, b) in template.bytes().enumerate() {
         match quote {
             Some(q) => {
-                out.push(c);
-                if c == q {
+                if b == q {
                     quote = None;
                 }
             }
-            None => match c {
-                '`' | '\'' | '"' => {
-                    quote = Some(c);
-                    out.push(c);
-                }
-                '?' => {
+            None => match b {
+                b'`' | b'\'' | b'"' => quote = Some(b),
+                b'?' => {
                     let p = params
                         .next()
                         .ok_or_else(|| format!("too few parameters for {template:?}"))?;
-                    out.push_str(&literal(p));
+                    out.push_str(&template[start..i]);
+                    write_literal(p, out);
+                    start = i + 1;
                 }
-                _ => out.push(c),
+                _ => {}
             },
         }
     }
+    out.push_str(&template[start..]);
     if params.next().is_some() {
         return Err(format!("too many parameters for {template:?}"));
     }
@@ -214,5 +327,63 @@ mod tests {
         let err = sql_string_literal("a\0b.1", false).unwrap_err();
         assert_eq!(err, NulInLiteral);
         assert_eq!(err.to_string(), "contains a NUL character");
+    }
+
+    /// Any parameter but FLOAT and DOUBLE (written in exponent form
+    /// instead).
+    fn any_param() -> impl proptest::strategy::Strategy<Value = Param> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Param::NULL),
+            any::<i64>().prop_map(Param::Int),
+            any::<u64>().prop_map(Param::UInt),
+            // Bytes near the escapes, UTF-8 or not.
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(0u8),
+                    Just(b'\n'),
+                    Just(b'\r'),
+                    Just(b'\\'),
+                    Just(b'\''),
+                    Just(b'"'),
+                    Just(0x1a),
+                    Just(b'a'),
+                    any::<u8>()
+                ],
+                0..24
+            )
+            .prop_map(Param::Bytes),
+            any::<String>().prop_map(|s| Param::Bytes(s.into_bytes())),
+            (
+                0u16..=10000,
+                0u8..=13,
+                0u8..=32,
+                0u8..=24,
+                0u8..=60,
+                0u8..=60,
+                0u32..=1_000_000
+            )
+                .prop_map(|(y, m, d, h, i, s, u)| Param::Date(y, m, d, h, i, s, u)),
+            (0u16..=10000, 0u8..=13, 0u8..=32)
+                .prop_map(|(y, m, d)| Param::Date(y, m, d, 0, 0, 0, 0)),
+            (
+                any::<bool>(),
+                0u32..=40,
+                0u8..=24,
+                0u8..=60,
+                0u8..=60,
+                0u32..=1_000_000
+            )
+                .prop_map(|(n, d, h, i, s, u)| Param::Time(n, d, h, i, s, u)),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn written_literals_are_mysql_commons(p in any_param(), prefix in "[a-z?'`]{0,3}") {
+            let mut out = prefix.clone();
+            write_literal(&p, &mut out);
+            proptest::prop_assert_eq!(out, format!("{prefix}{}", p.as_sql(false)));
+        }
     }
 }
