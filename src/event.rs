@@ -117,7 +117,7 @@ pub enum Change {
     Statement(Statement),
     /// The original SQL of the following row events (MariaDB
     /// ANNOTATE_ROWS, MySQL ROWS_QUERY): kept for display, never applied.
-    Annotation(Vec<u8>),
+    Annotation(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// Kind of a row change.
@@ -232,7 +232,7 @@ pub enum Value {
     Decimal(String),
     /// CHAR/VARCHAR/TEXT/BLOB/BINARY/VARBINARY/GEOMETRY and MariaDB JSON:
     /// the stored bytes (BINARY(n) padded back to n bytes with zeros).
-    Bytes(Vec<u8>),
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     /// DATE; zero and partial-zero dates are kept as their fields.
     Date {
         /// 0..=9999
@@ -373,6 +373,7 @@ pub mod column_type {
 pub struct Statement {
     /// The SQL text, as the bytes the master logged (in the charset named by
     /// [`SessionContext::charset_client`]).
+    #[serde(with = "serde_bytes")]
     pub sql: Vec<u8>,
     /// Default schema (`USE`) the statement ran with; `None` when none.
     pub default_schema: Option<String>,
@@ -457,6 +458,7 @@ pub enum UserVarValue {
     /// String bytes with their collation id.
     String {
         /// The bytes.
+        #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
         /// Collation id.
         collation: u32,

@@ -13,7 +13,12 @@
 //! ```
 //! The record is, field by field in this order (postcard: no field names,
 //! integers as varints, `Option` as a 0/1 byte then the value, strings and
-//! byte strings length-prefixed, enums as a varint variant index):
+//! byte strings length-prefixed, enums as a varint variant index; the
+//! byte fields, `Vec<u8>` of row values, statement text, annotations and
+//! user variables, go through `serde_bytes`, so postcard copies each as one
+//! byte string, whose wire form, length varint then bytes, is that of a
+//! sequence of `u8`: formats 1 and 2 did not change with it, and
+//! tests/queue_fixture.rs reads both):
 //! 1. `epoch`: [`Epoch`] (u64);
 //! 2. `position`: `Option<BinlogPosition>` as `FILE:OFFSET` text; `None`
 //!    means "the transaction's own `end_position`" (the usual case);
@@ -168,12 +173,13 @@ pub mod v1 {
         /// Without `thread_id`.
         Statement(Statement),
         /// Unchanged.
-        Annotation(Vec<u8>),
+        Annotation(#[serde(with = "serde_bytes")] Vec<u8>),
     }
 
     /// [`crate::event::Statement`] of format 1: no `thread_id`.
     #[derive(Deserialize)]
     pub struct Statement {
+        #[serde(with = "serde_bytes")]
         sql: Vec<u8>,
         default_schema: Option<String>,
         context: SessionContext,
@@ -251,6 +257,7 @@ pub fn encode_record(
     let payload =
         postcard::to_extend(&record, std::mem::take(scratch)).map_err(|e| e.to_string())?;
     let start = out.len();
+    out.reserve(FIXED_HEADER + 10 + payload.len());
     out.push(FORMAT_V2);
     out.extend_from_slice(&[0; 4]);
     push_varint(out, payload.len() as u64);

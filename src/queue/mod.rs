@@ -203,6 +203,10 @@ pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 /// sled, so that neither the queue nor sled ever holds it whole in memory.
 pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 
+/// Largest encode buffer, bytes, that the queue keeps for the next append
+/// ([`Inner::encode`]); a larger one, left by a large record, is freed.
+const SCRATCH_KEEP_BYTES: usize = 64 << 10;
+
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -384,6 +388,10 @@ struct Inner {
     /// The segment [`TransactionQueue::get`] read last, kept open for the
     /// next call (`log list` gets seqno after seqno).
     get_pin: Mutex<Option<SegmentPin>>,
+    /// The postcard payload buffer of [`Inner::encode`], kept between
+    /// appends (it grows to the largest small record once, instead of
+    /// doubling from empty for every transaction).
+    encode_scratch: Mutex<Vec<u8>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -614,6 +622,7 @@ impl TransactionQueue {
             purge_lock: Mutex::new(()),
             open_segments,
             get_pin: Mutex::new(None),
+            encode_scratch: Mutex::new(Vec::new()),
         });
         let flusher = if read_only {
             None
@@ -1093,6 +1102,7 @@ fn wrong_seqno(segment: &Path, seqno: Seqno, found: Seqno) -> QueueError {
 }
 
 impl Inner {
+    /// Encodes `txn`'s record (an external one only counted).
     fn encode(
         &self,
         txn: &Transaction,
@@ -1116,9 +1126,13 @@ impl Inner {
                 return Ok(Encoded::External { len });
             }
         }
-        let mut out = Vec::with_capacity(1024);
-        let mut scratch = Vec::new();
+        let mut scratch = lock(&self.encode_scratch);
+        let mut out = Vec::new();
         codec::encode_record(txn, progress, &mut scratch, &mut out).map_err(encode_error)?;
+        if scratch.capacity() > SCRATCH_KEEP_BYTES {
+            // A large record's buffer is not kept.
+            *scratch = Vec::new();
+        }
         Ok(Encoded::Bytes(out))
     }
 
