@@ -226,8 +226,9 @@ pub struct LiveSource {
     ended: bool,
     server_version: String,
     connection_id: u32,
-    /// File of the last ROTATE.
-    file: Option<String>,
+    /// File of the last ROTATE (at some offset: only its validated,
+    /// shared file name is used).
+    file: Option<BinlogPosition>,
     /// Offset where the next real event starts.
     next_offset: u64,
     /// Whether events carry a CRC-32 trailer (from the last
@@ -297,8 +298,7 @@ impl LiveSource {
 
     /// Where the next real event starts, once the stream has named its file.
     pub fn position(&self) -> Option<BinlogPosition> {
-        let file = self.file.as_ref()?;
-        BinlogPosition::new(file.clone(), self.next_offset).ok()
+        Some(self.file.as_ref()?.with_offset(self.next_offset))
     }
 
     /// Closes the connection (`COM_QUIT`), ignoring errors.
@@ -402,14 +402,14 @@ impl LiveSource {
             let name = String::from_utf8(name.to_vec()).map_err(|_| {
                 WireError::Protocol("ROTATE event names a file that is not UTF-8".to_owned())
             })?;
-            let target = BinlogPosition::new(name.clone(), pos)
+            let target = BinlogPosition::new(name, pos)
                 .map_err(|e| WireError::Protocol(format!("ROTATE event: {e}")))?;
             let position = if artificial {
-                target
+                target.clone()
             } else {
                 self.real_start(&header, size)?
             };
-            self.file = Some(name);
+            self.file = Some(target);
             self.next_offset = pos;
             return Ok(RawEvent { position, bytes });
         }
@@ -438,8 +438,7 @@ impl LiveSource {
         let file = self.file.as_ref().ok_or_else(|| {
             WireError::Protocol("an event arrived before the ROTATE naming its file".to_owned())
         })?;
-        BinlogPosition::new(file.clone(), offset)
-            .map_err(|e| WireError::Protocol(format!("bad binlog file name: {e}")))
+        Ok(file.with_offset(offset))
     }
 
     /// Start offset of a real event: `log_pos - size`, kept exact beyond

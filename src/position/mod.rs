@@ -172,8 +172,19 @@ macro_rules! serde_as_text {
 
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                text.parse().map_err(serde::de::Error::custom)
+                // Parsed from the deserializer's text in place (no String
+                // in between: every queue record holds positions).
+                struct Text;
+                impl serde::de::Visitor<'_> for Text {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("the text of a ", stringify!($ty)))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<$ty, E> {
+                        text.parse().map_err(E::custom)
+                    }
+                }
+                deserializer.deserialize_string(Text)
             }
         }
     };
