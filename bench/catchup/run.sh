@@ -37,7 +37,10 @@
 #   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock";
 #                        also shardrep-row and shardrep-shard (shardrep with
 #                        [apply] parallelism = "row" or "shard"; shardrep itself
-#                        runs the default, "row")
+#                        runs the default, "row"); shardrep-base runs the
+#                        binary named by CATCHUP_BASE_SHARDREP with the
+#                        settings of shardrep: the same data and table for a
+#                        before/after comparison of two builds
 #   --shardrep-opt K=V   write K = V into [apply] of every shardrep mode, e.g.
 #                        block_commit_txns=50 (repeatable; a value that is not
 #                        a number, true/false or quoted is written as a string;
@@ -56,7 +59,9 @@
 #
 # Environment: CATCHUP_DIR (default /tmp/shardrep-catchup) holds the servers,
 # the golden datadir and the shardrep queues; CATCHUP_PORT (default 25306) is
-# the master's port, the replica uses CATCHUP_PORT+1; CATCHUP_RESULTS (default
+# the master's port, the replica uses CATCHUP_PORT+1; CATCHUP_BASE_SHARDREP a
+# `shardrep` binary of another build for mode shardrep-base (e.g. a copy of
+# target/release/shardrep built at the commit before a change); CATCHUP_RESULTS (default
 # bench/results/catchup-<timestamp>) the output; CATCHUP_CACHE_BUFFER_POOL (1G),
 # CATCHUP_IO_BUFFER_POOL (64M), CATCHUP_MASTER_BUFFER_POOL (2G) the replica's
 # and master's innodb_buffer_pool_size; CATCHUP_SERVER_ID (25401) shardrep's
@@ -75,7 +80,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row shardrep-shard"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row shardrep-shard shardrep-base"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -234,6 +239,12 @@ command -v cargo >/dev/null || die "cargo is needed to build shardrep (https://r
 say "building shardrep (release)"
 cargo build --release --quiet --bin shardrep
 shardrep=$root/target/release/shardrep
+base_shardrep=${CATCHUP_BASE_SHARDREP:-}
+if [[ " $modes " == *" shardrep-base "* ]]; then
+    [ -n "$base_shardrep" ] || die "mode shardrep-base runs the binary named by CATCHUP_BASE_SHARDREP, which is not set"
+    [ -x "$base_shardrep" ] || die "CATCHUP_BASE_SHARDREP=$base_shardrep is not an executable file"
+    base_shardrep=$(cd "$(dirname "$base_shardrep")" && pwd)/$(basename "$base_shardrep")
+fi
 
 sandbox() { "$root/scripts/sandbox.sh" "$@"; }
 msql() { sandbox_sql master -N -B "$@"; }
@@ -482,7 +493,8 @@ apply_lines() {  # MODE
 # shardrep_catchup MODE LABEL DIR: run shardrep until idle. Sets run_secs / run_error.
 shardrep_catchup() {
     local mode=$1 label=$2 dir=$3 service=catchup t0 rc last_sample=-1 t bytes i c
-    local work=$base/shardrep
+    local work=$base/shardrep bin=$shardrep
+    [ "$mode" != shardrep-base ] || bin=$base_shardrep
     mkdir -p "$dir"
     rm -rf "$work"
     mkdir -p "$work"
@@ -527,11 +539,11 @@ unknown_shard_policy = "accept"
 [control]
 socket = "$work/control.sock"
 TOML
-    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$shardrep" check-config --config "$dir/shardrep.toml" > "$dir/check-config.txt" 2>&1 \
+    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$bin" check-config --config "$dir/shardrep.toml" > "$dir/check-config.txt" 2>&1 \
         || { run_error="check-config failed: $(error_text "$dir/check-config.txt" 5)"; return; }
     next_report=0 last_bytes='' last_change=0
     t0=$(now)
-    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$shardrep" run --config "$dir/shardrep.toml" --until-idle \
+    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$bin" run --config "$dir/shardrep.toml" --until-idle \
         > "$dir/shardrep.out" 2> "$dir/shardrep.log" &
     shardrep_pid=$!
     while kill -0 "$shardrep_pid" 2>/dev/null; do
@@ -600,7 +612,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-row|shardrep-shard)
+        shardrep|shardrep-noblock|shardrep-row|shardrep-shard|shardrep-base)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')
@@ -675,6 +687,7 @@ replica: durability $durability_list (2: innodb_flush_log_at_trx_commit=2, sync_
 modes: $modes
 parallel threads $threads, shardrep channels $channels ($assign assignment)
 shardrep [apply] options (--shardrep-opt, every shardrep mode): ${extra_text:-none}
+shardrep: $shardrep (commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ', with uncommitted changes'))${base_shardrep:+; shardrep-base: $base_shardrep}
 TXT
 )
 printf '%s\n' "$settings_text" > "$results/settings.txt"
