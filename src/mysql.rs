@@ -76,15 +76,7 @@ pub fn write_literal(param: &Param, out: &mut String) {
             out.push('\'');
             write_date(*y, *m, *d, out);
             out.push(' ');
-            write_padded(u32::from(*h), 2, out);
-            out.push(':');
-            write_padded(u32::from(*i), 2, out);
-            out.push(':');
-            write_padded(u32::from(*s), 2, out);
-            if *micros != 0 {
-                out.push('.');
-                write_padded(*micros, 6, out);
-            }
+            write_clock(u32::from(*h), 2, *i, *s, *micros, out);
             out.push('\'');
         }
         Param::Time(negative, days, h, i, s, micros) => {
@@ -92,17 +84,30 @@ pub fn write_literal(param: &Param, out: &mut String) {
             if *negative {
                 out.push('-');
             }
-            write_padded(days * 24 + u32::from(*h), 3, out);
-            out.push(':');
-            write_padded(u32::from(*i), 2, out);
-            out.push(':');
-            write_padded(u32::from(*s), 2, out);
-            if *micros != 0 {
-                out.push('.');
-                write_padded(*micros, 6, out);
-            }
+            write_clock(days * 24 + u32::from(*h), 3, *i, *s, *micros, out);
             out.push('\'');
         }
+    }
+}
+
+/// `H:MM:SS`, then `.ffffff` unless `micros` is 0; the hours zero-padded
+/// to `hour_digits`, the other fields to 2 digits.
+fn write_clock(
+    hours: u32,
+    hour_digits: usize,
+    minutes: u8,
+    seconds: u8,
+    micros: u32,
+    out: &mut String,
+) {
+    write_padded(hours, hour_digits, out);
+    out.push(':');
+    write_padded(u32::from(minutes), 2, out);
+    out.push(':');
+    write_padded(u32::from(seconds), 2, out);
+    if micros != 0 {
+        out.push('.');
+        write_padded(micros, 6, out);
     }
 }
 
