@@ -260,13 +260,14 @@ impl Assembler {
                 // MariaDB repeats the TABLE_MAP before every rows event:
                 // an identical definition reuses the transaction's entry.
                 if let Some(&index) = open.table_index.get(&table.table_id) {
-                    if open.txn.tables[index as usize] == table {
+                    if open.txn.tables[index as usize] == *table {
                         return Ok(None);
                     }
                 }
                 let index = open.txn.tables.len() as u32;
                 open.table_index.insert(table.table_id, index);
-                open.txn.tables.push(table);
+                // The transaction's own copy (the decoder keeps its cache).
+                open.txn.tables.push(std::sync::Arc::unwrap_or_clone(table));
                 Ok(None)
             }
             EventBody::Rows {

@@ -106,7 +106,7 @@ fn xa_prepare_groups() {
         &mut a,
         vec![
             gtid(1, 64 | 4 | 8),
-            EventBody::TableMap(table(3, "s")),
+            EventBody::TableMap(std::sync::Arc::new(table(3, "s"))),
             insert(3, 1),
             statement("XA END X'67',X'',1", Some("s")),
             xa_prepare(false),
@@ -146,7 +146,7 @@ fn xa_prepare_groups() {
         let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
         let mut bodies = bodies;
         if bodies.len() == 3 && matches!(bodies[1], EventBody::Rows { .. }) {
-            bodies.insert(1, EventBody::TableMap(table(3, "s")));
+            bodies.insert(1, EventBody::TableMap(std::sync::Arc::new(table(3, "s"))));
         }
         let err = run(&mut a, bodies).unwrap_err().to_string();
         assert!(err.contains(want), "{err}");
@@ -161,7 +161,7 @@ fn mariadb_row_transaction_ends_at_xid_with_its_position_and_shard() {
         vec![
             gtid(42, 0),
             EventBody::AnnotateRows(b"insert into t values (1)".to_vec()),
-            EventBody::TableMap(table(70, "acme")),
+            EventBody::TableMap(std::sync::Arc::new(table(70, "acme"))),
             insert(70, 1),
             EventBody::Xid(9),
         ],
@@ -214,8 +214,8 @@ fn two_schemas_give_unknown_shard() {
         &mut a,
         vec![
             EventBody::Begin,
-            EventBody::TableMap(table(1, "a")),
-            EventBody::TableMap(table(2, "b")),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
+            EventBody::TableMap(std::sync::Arc::new(table(2, "b"))),
             insert(1, 1),
             insert(2, 2),
             EventBody::Commit,
@@ -238,20 +238,20 @@ fn another_services_restart_rows_do_not_count_for_the_shard() {
         vec![
             // Data applied by service nyc, with its restart row.
             EventBody::Begin,
-            EventBody::TableMap(table(1, "pinnacle")),
-            EventBody::TableMap(restart(2, "shardrep_nyc")),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "pinnacle"))),
+            EventBody::TableMap(std::sync::Arc::new(restart(2, "shardrep_nyc"))),
             insert(1, 1),
             insert(2, 2),
             EventBody::Commit,
             // A sync of nyc's restart row alone.
             EventBody::Begin,
-            EventBody::TableMap(restart(2, "shardrep_nyc")),
+            EventBody::TableMap(std::sync::Arc::new(restart(2, "shardrep_nyc"))),
             insert(2, 3),
             EventBody::Commit,
             // A user table in a schema named like a catalog is a shard.
             EventBody::Begin,
-            EventBody::TableMap(table(3, "shardrep_data")),
-            EventBody::TableMap(table(1, "pinnacle")),
+            EventBody::TableMap(std::sync::Arc::new(table(3, "shardrep_data"))),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "pinnacle"))),
             insert(3, 4),
             insert(1, 5),
             EventBody::Commit,
@@ -309,11 +309,11 @@ fn discard_partial_keeps_the_last_complete_position() {
         &mut a,
         vec![
             gtid(1, 0),
-            EventBody::TableMap(table(1, "a")),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
             insert(1, 1),
             EventBody::Xid(1),
             gtid(2, 0),
-            EventBody::TableMap(table(1, "a")),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
         ],
     )
     .unwrap();
@@ -332,7 +332,7 @@ fn rollback_is_kept_as_the_last_statement() {
         &mut a,
         vec![
             EventBody::Begin,
-            EventBody::TableMap(table(1, "a")),
+            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
             insert(1, 1),
             EventBody::Rollback,
         ],
@@ -359,7 +359,7 @@ fn statements_are_attributed_by_the_statement_rule() {
     let t = txn(vec![
         statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
         statement("SAVEPOINT s1", Some("shard_q1")),
-        EventBody::TableMap(table(1, "shard_q1")),
+        EventBody::TableMap(std::sync::Arc::new(table(1, "shard_q1"))),
         insert(1, 1),
         statement("ROLLBACK TO SAVEPOINT s1", Some("shard_q1")),
     ]);
@@ -373,7 +373,7 @@ fn statements_are_attributed_by_the_statement_rule() {
     // A statement of one schema with rows of another.
     let t = txn(vec![
         statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
-        EventBody::TableMap(table(1, "shard_q2")),
+        EventBody::TableMap(std::sync::Arc::new(table(1, "shard_q2"))),
         insert(1, 1),
     ]);
     assert_eq!(t.shard, UNKNOWN_SHARD);

@@ -150,7 +150,7 @@ pub struct Decoder {
 /// without parsing it again: the hot path of a sysbench binlog.
 #[derive(Debug, Clone)]
 struct CachedTable {
-    info: TableInfo,
+    info: std::sync::Arc<TableInfo>,
     body: Vec<u8>,
 }
 
@@ -197,7 +197,7 @@ impl Decoder {
 
     /// The table map of `table_id` in the current file, if one was seen.
     pub fn table(&self, table_id: u64) -> Option<&TableInfo> {
-        self.tables.get(&table_id).map(|c| &c.info)
+        self.tables.get(&table_id).map(|c| &*c.info)
     }
 
     /// The current format description.
@@ -551,7 +551,7 @@ impl Decoder {
     /// Decodes a plain rows event body against the table-map cache.
     /// Decodes a TABLE_MAP body (or takes it from the cache when the same
     /// table id was mapped with the same bytes) and caches it.
-    fn table_map(&mut self, body: &[u8], phl: usize) -> Result<TableInfo, String> {
+    fn table_map(&mut self, body: &[u8], phl: usize) -> Result<std::sync::Arc<TableInfo>, String> {
         if let Ok(id) = rows_table_id(body, phl) {
             if let Some(cached) = self.tables.get(&id) {
                 if cached.body == body {
@@ -559,11 +559,15 @@ impl Decoder {
                 }
             }
         }
-        let table = rows_api::parse_table_map(body, phl, &self.format.server_version)?;
+        let table = std::sync::Arc::new(rows_api::parse_table_map(
+            body,
+            phl,
+            &self.format.server_version,
+        )?);
         match self.tables.entry(table.table_id) {
             std::collections::hash_map::Entry::Occupied(mut e) => {
                 let cached = e.get_mut();
-                cached.info.clone_from(&table);
+                cached.info = table.clone();
                 cached.body.clear();
                 cached.body.extend_from_slice(body);
             }
@@ -586,7 +590,7 @@ impl Decoder {
             ));
         }
         let decoded = rows_api::decode_rows(body, type_code, phl, |id| {
-            self.tables.get(&id).map(|c| &c.info)
+            self.tables.get(&id).map(|c| &*c.info)
         })?;
         Ok(EventBody::Rows {
             table_id: decoded.table_id,

@@ -984,7 +984,7 @@ fn table_map_cache_follows_changed_definitions() {
         .unwrap()
         .body
     {
-        EventBody::TableMap(t) => t,
+        EventBody::TableMap(t) => std::sync::Arc::unwrap_or_clone(t),
         other => panic!("{other:?}"),
     };
     let first = decode(&mut d, &table_map_body(77, "t", 1));

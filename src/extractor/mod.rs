@@ -168,8 +168,10 @@ pub enum EventBody {
     /// Any other QUERY (2): DDL or statement-format DML.
     Query(Statement),
     /// TABLE_MAP (19): the table the following rows events refer to (also
-    /// kept in the decoder's cache by table id).
-    TableMap(TableInfo),
+    /// kept in the decoder's cache by table id, and shared with it: MariaDB
+    /// repeats a transaction's TABLE_MAP before every rows event, and a
+    /// repeat costs a reference count, not a copy of the definition).
+    TableMap(std::sync::Arc<TableInfo>),
     /// WRITE/UPDATE/DELETE_ROWS v1 (23-25) or v2 (30-32), and MySQL
     /// PARTIAL_UPDATE_ROWS (39), with the rows decoded against the table
     /// map of `table_id`.
