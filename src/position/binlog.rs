@@ -1,6 +1,7 @@
 //! [`BinlogPosition`]: a binlog event's `FILE:OFFSET`.
 
 use super::*;
+use std::sync::Arc;
 
 /// A position in the master's binlog, `FILE:OFFSET` (e.g.
 /// `mariadb-bin.000012:4567`): the byte offset in the file *after* a
@@ -25,7 +26,9 @@ use super::*;
 /// Serializes as the `FILE:OFFSET` text.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct BinlogPosition {
-    file: String,
+    /// Shared between the positions of one file (see
+    /// [`BinlogPosition::with_offset`]).
+    file: Arc<str>,
     offset: u64,
     /// Byte length of the base name (`file[..base_len]`); the index digits
     /// start at `base_len + 1`.
@@ -77,7 +80,7 @@ impl BinlogPosition {
         let file = file.into();
         match split_binlog_file(&file) {
             Ok((base_len, index)) => Ok(BinlogPosition {
-                file,
+                file: file.into(),
                 offset,
                 base_len,
                 index,
@@ -106,8 +109,8 @@ impl BinlogPosition {
         self.index
     }
 
-    /// The same file at another byte offset (the file name is copied, not
-    /// checked again).
+    /// The same file at another byte offset (the file name is shared, not
+    /// copied or checked again).
     pub fn with_offset(&self, offset: u64) -> BinlogPosition {
         BinlogPosition {
             offset,
@@ -133,7 +136,7 @@ impl BinlogPosition {
             .index
             .checked_add(1)
             .ok_or_else(|| PositionError::BinlogIndexOverflow {
-                file: self.file.clone(),
+                file: self.file.to_string(),
                 index: self.index,
             })?;
         let width = self.file.len() - self.base_len - 1;
@@ -181,7 +184,7 @@ impl FromStr for BinlogPosition {
             .ok_or_else(|| fail(number_reason("OFFSET", offset, u64::MAX)))?;
         let (base_len, index) = split_binlog_file(file).map_err(fail)?;
         Ok(BinlogPosition {
-            file: file.to_owned(),
+            file: file.into(),
             offset,
             base_len,
             index,
