@@ -23,6 +23,11 @@ fn event(offset: u64, body: EventBody) -> BinlogEvent {
     }
 }
 
+/// The TABLE_MAP event of `t`, as the decoder hands it out.
+fn mapped(t: TableInfo) -> EventBody {
+    EventBody::TableMap(std::sync::Arc::new(t))
+}
+
 fn table(id: u64, schema: &str) -> TableInfo {
     TableInfo {
         table_id: id,
@@ -106,7 +111,7 @@ fn xa_prepare_groups() {
         &mut a,
         vec![
             gtid(1, 64 | 4 | 8),
-            EventBody::TableMap(std::sync::Arc::new(table(3, "s"))),
+            mapped(table(3, "s")),
             insert(3, 1),
             statement("XA END X'67',X'',1", Some("s")),
             xa_prepare(false),
@@ -146,7 +151,7 @@ fn xa_prepare_groups() {
         let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
         let mut bodies = bodies;
         if bodies.len() == 3 && matches!(bodies[1], EventBody::Rows { .. }) {
-            bodies.insert(1, EventBody::TableMap(std::sync::Arc::new(table(3, "s"))));
+            bodies.insert(1, mapped(table(3, "s")));
         }
         let err = run(&mut a, bodies).unwrap_err().to_string();
         assert!(err.contains(want), "{err}");
@@ -161,7 +166,7 @@ fn mariadb_row_transaction_ends_at_xid_with_its_position_and_shard() {
         vec![
             gtid(42, 0),
             EventBody::AnnotateRows(b"insert into t values (1)".to_vec()),
-            EventBody::TableMap(std::sync::Arc::new(table(70, "acme"))),
+            mapped(table(70, "acme")),
             insert(70, 1),
             EventBody::Xid(9),
         ],
@@ -214,8 +219,8 @@ fn two_schemas_give_unknown_shard() {
         &mut a,
         vec![
             EventBody::Begin,
-            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
-            EventBody::TableMap(std::sync::Arc::new(table(2, "b"))),
+            mapped(table(1, "a")),
+            mapped(table(2, "b")),
             insert(1, 1),
             insert(2, 2),
             EventBody::Commit,
@@ -238,20 +243,20 @@ fn another_services_restart_rows_do_not_count_for_the_shard() {
         vec![
             // Data applied by service nyc, with its restart row.
             EventBody::Begin,
-            EventBody::TableMap(std::sync::Arc::new(table(1, "pinnacle"))),
-            EventBody::TableMap(std::sync::Arc::new(restart(2, "shardrep_nyc"))),
+            mapped(table(1, "pinnacle")),
+            mapped(restart(2, "shardrep_nyc")),
             insert(1, 1),
             insert(2, 2),
             EventBody::Commit,
             // A sync of nyc's restart row alone.
             EventBody::Begin,
-            EventBody::TableMap(std::sync::Arc::new(restart(2, "shardrep_nyc"))),
+            mapped(restart(2, "shardrep_nyc")),
             insert(2, 3),
             EventBody::Commit,
             // A user table in a schema named like a catalog is a shard.
             EventBody::Begin,
-            EventBody::TableMap(std::sync::Arc::new(table(3, "shardrep_data"))),
-            EventBody::TableMap(std::sync::Arc::new(table(1, "pinnacle"))),
+            mapped(table(3, "shardrep_data")),
+            mapped(table(1, "pinnacle")),
             insert(3, 4),
             insert(1, 5),
             EventBody::Commit,
@@ -309,11 +314,11 @@ fn discard_partial_keeps_the_last_complete_position() {
         &mut a,
         vec![
             gtid(1, 0),
-            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
+            mapped(table(1, "a")),
             insert(1, 1),
             EventBody::Xid(1),
             gtid(2, 0),
-            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
+            mapped(table(1, "a")),
         ],
     )
     .unwrap();
@@ -332,7 +337,7 @@ fn rollback_is_kept_as_the_last_statement() {
         &mut a,
         vec![
             EventBody::Begin,
-            EventBody::TableMap(std::sync::Arc::new(table(1, "a"))),
+            mapped(table(1, "a")),
             insert(1, 1),
             EventBody::Rollback,
         ],
@@ -359,7 +364,7 @@ fn statements_are_attributed_by_the_statement_rule() {
     let t = txn(vec![
         statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
         statement("SAVEPOINT s1", Some("shard_q1")),
-        EventBody::TableMap(std::sync::Arc::new(table(1, "shard_q1"))),
+        mapped(table(1, "shard_q1")),
         insert(1, 1),
         statement("ROLLBACK TO SAVEPOINT s1", Some("shard_q1")),
     ]);
@@ -373,7 +378,7 @@ fn statements_are_attributed_by_the_statement_rule() {
     // A statement of one schema with rows of another.
     let t = txn(vec![
         statement("INSERT INTO a VALUES (1)", Some("shard_q1")),
-        EventBody::TableMap(std::sync::Arc::new(table(1, "shard_q2"))),
+        mapped(table(1, "shard_q2")),
         insert(1, 1),
     ]);
     assert_eq!(t.shard, UNKNOWN_SHARD);

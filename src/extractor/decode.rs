@@ -35,6 +35,7 @@
 //! Formats" knowledge-base pages and its server source (`log_event.cc`).
 
 use std::io::Read;
+use std::sync::Arc;
 
 use crate::event::{SessionContext, Statement, TableInfo, UserVar, UserVarValue};
 use crate::position::BinlogPosition;
@@ -150,7 +151,7 @@ pub struct Decoder {
 /// without parsing it again: the hot path of a sysbench binlog.
 #[derive(Debug, Clone)]
 struct CachedTable {
-    info: std::sync::Arc<TableInfo>,
+    info: Arc<TableInfo>,
     body: Vec<u8>,
 }
 
@@ -551,7 +552,7 @@ impl Decoder {
     /// Decodes a plain rows event body against the table-map cache.
     /// Decodes a TABLE_MAP body (or takes it from the cache when the same
     /// table id was mapped with the same bytes) and caches it.
-    fn table_map(&mut self, body: &[u8], phl: usize) -> Result<std::sync::Arc<TableInfo>, String> {
+    fn table_map(&mut self, body: &[u8], phl: usize) -> Result<Arc<TableInfo>, String> {
         if let Ok(id) = rows_table_id(body, phl) {
             if let Some(cached) = self.tables.get(&id) {
                 if cached.body == body {
@@ -559,7 +560,7 @@ impl Decoder {
                 }
             }
         }
-        let table = std::sync::Arc::new(rows_api::parse_table_map(
+        let table = Arc::new(rows_api::parse_table_map(
             body,
             phl,
             &self.format.server_version,

@@ -13,12 +13,12 @@
 //! ```
 //! The record is, field by field in this order (postcard: no field names,
 //! integers as varints, `Option` as a 0/1 byte then the value, strings and
-//! byte strings length-prefixed, enums as a varint variant index; the
-//! byte fields, `Vec<u8>` of row values, statement text, annotations and
-//! user variables, go through `serde_bytes`, so postcard copies each as one
-//! byte string, whose wire form, length varint then bytes, is that of a
-//! sequence of `u8`: formats 1 and 2 did not change with it, and
-//! tests/queue_fixture.rs reads both):
+//! byte strings length-prefixed, enums as a varint variant index). The
+//! `Vec<u8>` fields (row values, statement text, annotations, user
+//! variables) are serialized with `serde_bytes`, as one byte string; on the
+//! wire that is the same as a sequence of `u8` (length varint, then the
+//! bytes), so formats 1 and 2 are unchanged by it (tests/queue_fixture.rs).
+//! The fields:
 //! 1. `epoch`: [`Epoch`] (u64);
 //! 2. `position`: `Option<BinlogPosition>` as `FILE:OFFSET` text; `None`
 //!    means "the transaction's own `end_position`" (the usual case);
@@ -257,6 +257,7 @@ pub fn encode_record(
     let payload =
         postcard::to_extend(&record, std::mem::take(scratch)).map_err(|e| e.to_string())?;
     let start = out.len();
+    // Header, the length varint (at most 10 bytes for a u64), payload.
     out.reserve(FIXED_HEADER + 10 + payload.len());
     out.push(FORMAT_V2);
     out.extend_from_slice(&[0; 4]);
