@@ -47,8 +47,9 @@
 # private sandbox; it is started if needed and left running (stop it with
 # `SHARDREP_SANDBOX_DIR=... SANDBOX_MASTER_PORT=... scripts/sandbox.sh
 # destroy`). BENCH_RESULTS (default bench/results/memory) receives the RSS
-# samples and logs of each run. The binary must be built first
-# (cargo build --release).
+# samples and logs of each run. SHARDREP_BIN (default
+# target/release/shardrep) the binary, which must be built first (cargo
+# build --release); another build's, to compare two on one backlog.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -84,7 +85,7 @@ case "$source" in live|files|both) ;; *) die "memory.sh: --source is live, files
 [ "$SHARDREP_SANDBOX_DIR" != /tmp/shardrep-catchup ] || die "refusing to use the catch-up benchmark's sandbox"
 [ "$SANDBOX_MASTER_PORT" != 13306 ] || die "refusing to use the shared test sandbox port"
 command -v sysbench >/dev/null || die "sysbench is not installed (apt-get install -y sysbench)"
-bin=$root/target/release/shardrep
+bin=${SHARDREP_BIN:-$root/target/release/shardrep}
 [ "$generate_only" = 1 ] || [ -x "$bin" ] || die "$bin is missing: cargo build --release"
 
 schemas=(mem01 mem02 mem03 mem04 mem05 mem06 mem07 mem08)

@@ -8,7 +8,7 @@
 //! stopped.
 //!
 //! ```text
-//!  source ──> extractor ──> queue (sled) ──> scheduler ──> channel 0 ──> replica
+//!  source ──> extractor ──> queue (log)  ──> scheduler ──> channel 0 ──> replica
 //!  (files |   decode,        durable,         filter,       channel 1 ──>
 //!   live)     seqno, shard   ordered by       assign,        ...
 //!                            seqno            barriers      channel N-1 ──>

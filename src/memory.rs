@@ -4,7 +4,7 @@
 //! (up to 8 per core), and memory freed into one arena is reused only by
 //! the threads of that arena. `shardrep run` allocates a transaction on
 //! the extractor thread, frees it on an apply channel, and has a dozen
-//! busy threads (extractor, scheduler, channels, sled's I/O pool): with
+//! busy threads (extractor, scheduler, channels, then sled's I/O pool): with
 //! the default, each arena kept its own high-water mark, and the resident
 //! size of a 1 GiB catch-up (`bench/memory.sh`) was about 70 MiB above the
 //! live heap (measured: heaptrack's peak heap against VmHWM). Two arenas
@@ -15,7 +15,7 @@
 //!
 //! glibc also raises its mmap threshold each time a large block that was
 //! mmap'ed is freed (the "dynamic mmap threshold", up to 32 MiB on 64-bit),
-//! after which 1 MiB statement buffers, sled's I/O buffers and decoded
+//! after which 1 MiB statement buffers, the queue's I/O buffers and decoded
 //! transactions come from the arenas and are kept there as free space
 //! that cannot be trimmed. Fixing the threshold (which turns the dynamic
 //! adjustment off, mallopt(3)) and the trim threshold took the peak of the

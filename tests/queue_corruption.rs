@@ -2,13 +2,14 @@
 //! transactions.
 //!
 //! - A stored record whose bytes change (one byte of its payload, its
-//!   length or its format byte, rewritten through sled as a bug or bad
-//!   memory would) fails its CRC or format check: reading it is
-//!   [`QueueError::Corrupt`] / [`QueueError::UnsupportedFormat`] with its
-//!   seqno, the other records still read.
-//! - A flipped byte in a segment's sled data file makes sled 0.34 panic
-//!   while recovering; the queue catches it: reads of that segment's
-//!   seqnos are errors naming the seqno, and a damaged last segment makes
+//!   length or its format byte, changed before the block was written, as
+//!   a bug or bad memory would, so that the block's own CRC matches) fails
+//!   its CRC or format check: reading it is [`QueueError::Corrupt`] /
+//!   [`QueueError::UnsupportedFormat`] with its seqno, the other records
+//!   still read.
+//! - A flipped byte in a segment's log file (the disk's damage) fails the
+//!   CRC of its block: reads of that block's seqnos are errors naming the
+//!   seqno, the other blocks still read, and a damaged last block makes
 //!   `open` fail with an error, not a panic.
 
 mod queue_support;
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use shardrep::position::Seqno;
 use shardrep::queue::codec::RecordCursor;
-use shardrep::queue::segment::{block_key, parse_block_key, segment_dir_name};
+use shardrep::queue::log::{frame_header, scan, FRAME_HEADER_BYTES, LOG_FILE};
+use shardrep::queue::segment::{parse_segment_dir_name, segment_dir_name};
 use shardrep::queue::{QueueError, QueueOptions, TransactionQueue};
 
 use queue_support::{progress, txn, TempDir};
@@ -51,29 +53,34 @@ fn segment_dirs(dir: &Path) -> Vec<PathBuf> {
     segs
 }
 
-/// Rewrites, through sled, the block holding `seqno` with `edit` applied
-/// to the bytes of that record (`edit` gets the record's bytes and its
-/// offset in the block).
+/// Rewrites the block holding `seqno` in the segment's log file with
+/// `edit` applied to the bytes of that record, and the frame's header
+/// (its CRC) made anew: as if the record had changed before it was
+/// written.
 fn damage_record(segment: &Path, seqno: u64, edit: impl FnOnce(&mut [u8])) {
-    let db = sled::open(segment).unwrap();
-    let (key, value) = db
-        .range(..=block_key(Seqno(seqno), u32::MAX))
-        .next_back()
-        .unwrap()
+    let path = segment.join(LOG_FILE);
+    let start = parse_segment_dir_name(&segment.file_name().unwrap().to_string_lossy()).unwrap();
+    let (frames, torn) = scan(&std::fs::File::open(&path).unwrap(), start).unwrap();
+    assert_eq!(torn, None);
+    let frame = frames
+        .iter()
+        .rev()
+        .find(|f| f.first <= Seqno(seqno))
         .unwrap();
-    let (first, chunk) = parse_block_key(&key).unwrap();
-    assert_eq!(chunk, 0, "the test damages small records only");
-    let mut bytes = value.to_vec();
-    let mut cursor = RecordCursor::new(&bytes, 0, first);
+    let mut file = std::fs::read(&path).unwrap();
+    let at = frame.offset as usize + FRAME_HEADER_BYTES;
+    let mut block = file[at..at + frame.len as usize].to_vec();
+    let mut cursor = RecordCursor::new(&block, 0, frame.first);
     while cursor.seqno() < Seqno(seqno) {
         cursor.next_raw().unwrap();
     }
-    let start = cursor.offset();
+    let offset = cursor.offset();
     let (_, raw) = cursor.next_raw().unwrap();
     let len = raw.len;
-    edit(&mut bytes[start..start + len]);
-    db.insert(block_key(first, 0), bytes).unwrap();
-    db.flush().unwrap();
+    edit(&mut block[offset..offset + len]);
+    file[frame.offset as usize..at].copy_from_slice(&frame_header(frame.first, &block));
+    file[at..at + block.len()].copy_from_slice(&block);
+    std::fs::write(&path, file).unwrap();
 }
 
 fn open(dir: &Path) -> TransactionQueue {
@@ -148,7 +155,9 @@ fn damaged_length_makes_the_rest_of_the_block_unreadable_not_wrong() {
 #[test]
 fn unknown_format_byte_is_reported_with_the_seqno() {
     let dir = TempDir::new("corrupt-format");
-    fill(dir.path(), 30, 100, 256 << 20);
+    // 150 KB of records: seqno 7 is in the first block, not the last,
+    // whose records the open needs to locate the last one.
+    fill(dir.path(), 30, 5_000, 256 << 20);
     let seg = dir.path().join(segment_dir_name(Seqno(0)));
     damage_record(&seg, 7, |rec| rec[0] = 9);
     let q = open(dir.path());
@@ -189,31 +198,28 @@ fn damaged_last_record_fails_open_naming_the_seqno() {
     );
 }
 
-/// Flips one byte of the `db` file in every copy of `marker` (sled keeps
-/// older versions of a node until it cleans them); returns the number of
-/// copies.
-fn flip_in_file(file: &Path, marker: &[u8]) -> usize {
-    let mut bytes = std::fs::read(file).unwrap();
-    let hits: Vec<usize> = bytes
-        .windows(marker.len())
-        .enumerate()
-        .filter(|(_, w)| *w == marker)
-        .map(|(i, _)| i)
-        .collect();
-    assert!(!hits.is_empty(), "marker not found in {}", file.display());
-    for &at in &hits {
-        bytes[at + marker.len() / 2] ^= 0x20;
+/// Flips one byte in the middle of the record of `seqno` in the segment's
+/// log file, as the disk's damage would (no CRC made anew).
+fn flip_in_file(segment: &Path, seqno: u64) {
+    let path = segment.join(LOG_FILE);
+    let start = parse_segment_dir_name(&segment.file_name().unwrap().to_string_lossy()).unwrap();
+    let (frames, _) = scan(&std::fs::File::open(&path).unwrap(), start).unwrap();
+    let frame = frames
+        .iter()
+        .rev()
+        .find(|f| f.first <= Seqno(seqno))
+        .unwrap();
+    let mut file = std::fs::read(&path).unwrap();
+    let at = frame.offset as usize + FRAME_HEADER_BYTES;
+    let block = &file[at..at + frame.len as usize];
+    let mut cursor = RecordCursor::new(block, 0, frame.first);
+    while cursor.seqno() < Seqno(seqno) {
+        cursor.next_raw().unwrap();
     }
-    std::fs::write(file, bytes).unwrap();
-    hits.len()
-}
-
-/// The payload of `txn(seqno, n)` starts with these bytes (see
-/// queue_support::txn): a marker unique to the seqno.
-fn marker_of(seqno: u64) -> Vec<u8> {
-    (0..24u64)
-        .map(|i| i.wrapping_mul(31).wrapping_add(seqno) as u8)
-        .collect()
+    let offset = cursor.offset();
+    let len = cursor.next_raw().unwrap().1.len;
+    file[at + offset + len / 2] ^= 0x20;
+    std::fs::write(&path, file).unwrap();
 }
 
 #[test]
@@ -226,7 +232,7 @@ fn flipped_byte_in_a_sealed_segment_file_fails_its_reads_by_seqno() {
         .parse()
         .unwrap();
     let victim = second_start / 2;
-    flip_in_file(&segs[0].join("db"), &marker_of(victim));
+    flip_in_file(&segs[0], victim);
 
     // The damaged segment is not the last: the queue opens.
     let q = open(dir.path());
@@ -256,33 +262,67 @@ fn flipped_byte_in_the_last_segment_file_is_an_error_not_a_panic() {
     fill(dir.path(), 100, 2_000, 256 << 20);
     let segs = segment_dirs(dir.path());
     assert_eq!(segs.len(), 1);
-    flip_in_file(&segs[0].join("db"), &marker_of(50));
-    // Depending on where sled meets the damage, recovery panics (caught:
-    // the open fails), recovers an empty database (the segment's HAS-DATA
-    // marker makes that an error too) or the damaged node only fails when
-    // read.
-    match TransactionQueue::open(QueueOptions::new(dir.path())) {
-        Err(QueueError::SegmentCorrupt { segment, start, .. }) => {
-            assert_eq!(segment, segs[0]);
-            assert_eq!(start, Seqno(0));
-        }
-        Err(e) => assert!(e.to_string().contains(&segment_dir_name(Seqno(0))), "{e}"),
-        Ok(q) => {
-            let mut failed = Vec::new();
-            for s in 0..100u64 {
-                match q.get(Seqno(s)) {
-                    Ok(Some(t)) => assert_eq!(t, txn(s, 2_000), "seqno {s} read back wrong"),
-                    Ok(None) => panic!("seqno {s} missing"),
-                    Err(e) => {
-                        assert!(e.to_string().contains(&format!("seqno {s}")), "{e}");
-                        failed.push(s);
-                    }
-                }
+    flip_in_file(&segs[0], 50);
+    // The last block is intact: the queue opens, and only the seqnos of
+    // the damaged block fail, each naming itself and the CRC.
+    let q = TransactionQueue::open(QueueOptions::new(dir.path())).unwrap();
+    let mut failed = Vec::new();
+    for s in 0..100u64 {
+        match q.get(Seqno(s)) {
+            Ok(Some(t)) => assert_eq!(t, txn(s, 2_000), "seqno {s} read back wrong"),
+            Ok(None) => panic!("seqno {s} missing"),
+            Err(e) => {
+                assert_eq!(e.seqno(), Some(Seqno(s)), "{e}");
+                assert!(e.to_string().contains("CRC mismatch"), "{e}");
+                failed.push(s);
             }
-            assert!(
-                failed.contains(&50),
-                "seqno 50 read back despite the damage"
-            );
         }
     }
+    assert!(
+        failed.contains(&50),
+        "seqno 50 read back despite the damage"
+    );
+    // One block of 64 KiB at most: 2 KB records, about 30 of them.
+    let (lo, hi) = (failed[0], *failed.last().unwrap());
+    assert_eq!(failed, (lo..=hi).collect::<Vec<_>>());
+    assert!(failed.len() <= 33, "{failed:?}");
+    assert!(hi < 99, "the last block is intact");
+}
+
+#[test]
+fn flipped_byte_in_the_last_block_fails_open_naming_the_seqno() {
+    let dir = TempDir::new("corrupt-file-last-block");
+    fill(dir.path(), 100, 2_000, 256 << 20);
+    let segs = segment_dirs(dir.path());
+    flip_in_file(&segs[0], 99);
+    let err = TransactionQueue::open(QueueOptions::new(dir.path())).unwrap_err();
+    assert!(matches!(err, QueueError::Corrupt { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("CRC mismatch"), "{text}");
+    assert!(text.contains(&segment_dir_name(Seqno(0))), "{text}");
+}
+
+#[test]
+fn flipped_frame_length_fails_open_instead_of_cutting_the_segment() {
+    let dir = TempDir::new("corrupt-frame-length");
+    fill(dir.path(), 200, 2_000, 256 << 20);
+    let segs = segment_dirs(dir.path());
+    let path = segs[0].join(LOG_FILE);
+    let (frames, _) = scan(&std::fs::File::open(&path).unwrap(), Seqno(0)).unwrap();
+    assert!(frames.len() >= 3, "{frames:?}");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The high byte of the second frame's length: the frame now runs past
+    // the end of the file, as a torn write would, but its header's own CRC
+    // tells damage from a cut.
+    bytes[frames[1].offset as usize + 11] ^= 0x01;
+    let len_before = bytes.len() as u64;
+    std::fs::write(&path, bytes).unwrap();
+    let err = TransactionQueue::open(QueueOptions::new(dir.path())).unwrap_err();
+    assert!(matches!(err, QueueError::SegmentCorrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("fails its CRC check"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        len_before,
+        "nothing cut"
+    );
 }

@@ -31,8 +31,32 @@ pub enum QueueError {
         source: std::io::Error,
     },
 
-    /// sled failed on a segment (I/O error, lock held by another process,
-    /// corruption it detected).
+    /// A file-system operation on a segment's files failed (its log file
+    /// cannot be opened, written, read or fsynced).
+    #[error("queue segment {}: cannot {op}: {source}", segment.display())]
+    SegmentIo {
+        /// The segment directory.
+        segment: PathBuf,
+        /// What was being done, e.g. `fsync …/log`.
+        op: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Another process (or another open in this one) has the queue open:
+    /// its `lock` file is locked.
+    #[error(
+        "queue {}: could not acquire lock on {}: another process has the queue open",
+        dir.display(), dir.join(super::LOCK_FILE).display()
+    )]
+    Locked {
+        /// The queue directory.
+        dir: PathBuf,
+    },
+
+    /// sled failed on a segment of an earlier version (I/O error, lock
+    /// held by another process, corruption it detected).
     #[error("queue segment {}: cannot {op}: {}", segment.display(), sled_message(source))]
     Storage {
         /// The segment directory.
@@ -58,11 +82,12 @@ pub enum QueueError {
         reason: String,
     },
 
-    /// A segment's sled data file cannot be recovered: sled 0.34 panics
-    /// on a damaged log (the panic is caught and reported here), or
-    /// recovers a damaged file as an empty database although the segment's
+    /// A segment cannot be opened: its log file's header or a frame header
+    /// is damaged or the file is missing; for a sled segment of an earlier
+    /// version, sled 0.34 panics on a damaged log (the panic is caught and
+    /// reported here); or the segment holds no block although its
     /// `HAS-DATA` marker says it was flushed with transactions. Every seqno
-    /// of the segment is unreadable.
+    /// of the segment (from the damage on, for a log) is unreadable.
     #[error(
         "queue segment {} (seqnos from {start}) is corrupt and cannot be opened: {reason}",
         segment.display()
@@ -72,7 +97,7 @@ pub enum QueueError {
         segment: PathBuf,
         /// The segment's first seqno.
         start: Seqno,
-        /// What sled reported.
+        /// What is wrong.
         reason: String,
     },
 

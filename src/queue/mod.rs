@@ -6,87 +6,89 @@
 //! of [`QueueReader`]s, each from its own seqno onwards; readers see
 //! transactions appended after they were created. Each record carries the
 //! extractor's resume position ([`ExtractorProgress`]) after its
-//! transaction, and records reach sled in blocks written with one `insert`
-//! (a large record's chunks with one batch; an external record's file is
-//! fsynced before its reference is inserted), so the progress is stored
-//! atomically with its transaction: after a crash at any point,
-//! [`TransactionQueue::last_progress`] is the position right after the last
-//! stored transaction, and a restarted extractor neither skips nor repeats
-//! one.
+//! transaction, and records reach the disk in blocks, each appended to its
+//! segment's log file with one `writev` and checked by a CRC (an external
+//! record's file is fsynced before its reference is appended), so the
+//! progress is stored atomically with its transaction: after a crash at
+//! any point, [`TransactionQueue::last_progress`] is the position right
+//! after the last stored transaction, and a restarted extractor neither
+//! skips nor repeats one.
 //!
 //! # On-disk layout
 //! ```text
 //! QUEUE_DIR/
-//!   seg-00000000000000000000/   one sled 0.34 database per segment: the
-//!   seg-00000000000000051234/   records of seqnos [name, next segment's name);
+//!   lock                        flock'ed while the queue is open
+//!   seg-00000000000000000000/   one directory per segment: the records of
+//!   seg-00000000000000051234/   seqnos [name, next segment's name)
+//!     log                       the blocks, appended (see log.rs)
 //!     HAS-DATA                  marker: the segment was flushed with records
 //!     rec-00000000000000051300  an external record (one large transaction)
 //!   floor                       lowest kept seqno (decimal text), see purge
 //!   new-seg-…/, trash-seg-…/    a segment being created / deleted (a crash
 //!                               may leave them; the next open removes them)
 //! ```
-//! - A **segment** is started when the current one reaches
-//!   `segment_size_bytes` on disk, counted as twice the record bytes
-//!   written into it (sled's footprint: measured 1.9-2.0 bytes on disk per
-//!   record byte). Purging drops whole segments (sled 0.34 never gives space
-//!   back after deletes), so space returns to the file system; the segment
-//!   that holds the lowest kept seqno stays whole until it is purged
-//!   entirely.
+//! - A **segment** is started when the current one holds
+//!   `segment_size_bytes` of records. Purging drops whole segments, so
+//!   space returns to the file system; the segment that holds the lowest
+//!   kept seqno stays whole until it is purged entirely.
 //! - Inside a segment, records are packed into **blocks** of up to
-//!   [`segment::CHUNK_BYTES`] (6 KiB); a block is one sled value under the
-//!   key `'r' ‖ first seqno (u64 BE) ‖ chunk 0 (u32 BE)`. A record larger
-//!   than a block is stored alone, split into 6 KiB chunks `0, 1, ...` written
-//!   in one sled batch. Values stay small because sled 0.34 puts large tree
-//!   nodes into separate blob files that it never fsyncs.
+//!   [`BLOCK_BYTES`] (64 KiB); a larger record is a block of its own. A
+//!   block is one frame of the segment's `log` file: a 20-byte header
+//!   (first seqno, length, CRC-32 of the block, CRC-32 of the header) and
+//!   the records; see [`log`] for the exact bytes and for how a write cut
+//!   short by a crash is found and cut off at the next open. The frames'
+//!   headers are read when a segment is opened, to index its blocks by
+//!   seqno in memory.
 //! - A transaction whose [`Transaction::approx_bytes`] reach
 //!   [`EXTERNAL_MIN_BYTES`] (256 KiB) is an **external record**: its record
 //!   (the same bytes as in a block) is serialized straight into its own
 //!   file `rec-<seqno>` in the segment directory, which is fsynced (and the
 //!   directory) before a 9-byte reference (tag `0xFE`, length u64 LE) is
-//!   inserted under the record's key `'r' ‖ seqno ‖ 0`; the reference
-//!   becomes durable with the next flush, like a block. Readers decode it
-//!   from the file (a CRC pass, then a decoding pass), so neither side
-//!   holds its bytes whole, and sled never sees them. A crash before the
-//!   reference is durable leaves a file for a seqno at or above the queue's
-//!   next seqno, which the next (writable) open deletes: that transaction
-//!   is extracted again, as any not-yet-durable one. A file that is missing,
-//!   cut short or damaged is an error naming its seqno. There is no size
-//!   limit on a record. Chunked records written by earlier versions (one
-//!   batch, any size) are still read.
+//!   appended as its block; the reference becomes durable with the next
+//!   flush, like any block. Readers decode it from the file (a CRC pass,
+//!   then a decoding pass), so neither side holds its bytes whole. A crash
+//!   before the reference is durable leaves a file for a seqno at or above
+//!   the queue's next seqno, which the next (writable) open deletes: that
+//!   transaction is extracted again, as any not-yet-durable one. A file
+//!   that is missing, cut short or damaged is an error naming its seqno.
+//!   There is no size limit on a record.
 //! - A **record** is a format byte, a CRC-32 and a postcard payload holding
 //!   the progress and the [`Transaction`]; see [`codec`] for the exact
-//!   bytes. A record that fails its checks is an error naming its seqno
-//!   ([`QueueError::Corrupt`]), never a wrong transaction.
+//!   bytes. A record or block that fails its checks is an error naming the
+//!   seqno ([`QueueError::Corrupt`]), never a wrong transaction.
+//! - Segments written by versions before the log file are sled 0.34
+//!   databases (`conf`, `db`; records in 6 KiB values, larger ones in
+//!   chunks). They are read as before and never written: the first append
+//!   after such a queue is opened starts a new segment. See
+//!   "Segments of earlier versions" below.
 //!
 //! # Open segments and memory
-//! A segment's sled database is open only while something uses it (see
-//! [`segment::Segment`]): the writer's active segment, the segment each
-//! reader is in, the segment [`TransactionQueue::get`] read last, and any
-//! segment for the duration of one call (recovery at open). The writer
-//! lets go of a segment when it rolls past it, after flushing it; a reader
-//! when it moves to the next segment or to the records not yet written to
-//! sled. So a queue with one reader has at most two or three databases
-//! open, whatever its backlog: sled 0.34 keeps much of what was written to
-//! or read from an open database in memory, beyond its cache capacity, so
-//! the queue's memory is bounded by the open segments' sizes, not by
-//! `max_size_bytes`. Roughly, the queue's own memory is: up to three open
-//! segments of about `segment_size_bytes / 2` record bytes each (external
-//! records excluded) plus sled's own structures, plus sled's write buffers
-//! (bounded by the flush back-pressure below), plus, while a record is
-//! appended, its bytes when it is smaller than [`EXTERNAL_MIN_BYTES`]
-//! (a 256 KiB write buffer for an external record), plus, while one is
-//! read, its block (a 64 KiB read buffer for an external record). It does
-//! not grow with the largest transaction: what does is the decoded
-//! [`Transaction`] the appender passes in and the one a reader returns,
-//! which belong to the caller (about 1.2 times the record's size each in
-//! `shardrep run`: the extractor's and the applier's copies).
+//! A segment is open (its log file and its block index, 24 bytes a block)
+//! only while something uses it (see [`segment::Segment`]): the writer's
+//! active segment, the segment each reader is in, the segment
+//! [`TransactionQueue::get`] read last, and any segment for the duration of
+//! one call (recovery at open). The writer lets go of a segment when it
+//! rolls past it, after flushing it; a reader when it moves to the next
+//! segment or to the records not yet written to the log. So a queue with
+//! one reader has at most two or three segments open, whatever its
+//! backlog. The queue's own memory is: the tail (records not yet written,
+//! at most [`BLOCK_BYTES`]) and the writer's copy of it, each reader's
+//! current block (a 64 KiB read buffer for an external record), while a
+//! record is appended its bytes when it is smaller than
+//! [`EXTERNAL_MIN_BYTES`] (a 256 KiB write buffer for an external record),
+//! and the block indexes. It does not grow with the backlog nor with the
+//! largest transaction: what does is the decoded [`Transaction`] the
+//! appender passes in and the one a reader returns, which belong to the
+//! caller (about 1.2 times the record's size each in `shardrep run`: the
+//! extractor's and the applier's copies). The written blocks are in the
+//! kernel's page cache, which the kernel reclaims.
 //!
 //! # Durability contract
 //! - [`TransactionQueue::append`] returns once the transaction is in the
-//!   queue's memory (or sled's buffers): readers see it at once, but it is
-//!   **not yet durable**.
-//! - A background flusher packs pending records into blocks and calls
-//!   sled's `flush` (write + fsync) when `flush_bytes` bytes are pending or
+//!   queue's memory (or the log file's page cache): readers see it at
+//!   once, but it is **not yet durable**.
+//! - A background flusher writes the pending records as a block and calls
+//!   `fdatasync` on the log file when `flush_bytes` bytes are pending or
 //!   `flush_interval_ms` after the first pending append, whichever comes
 //!   first. [`TransactionQueue::durable_seqno`] is the highest seqno known to
 //!   be on disk; [`TransactionQueue::flush`] and
@@ -99,15 +101,19 @@
 //!   crash then loses from the queue; the restarted extractor extracts it
 //!   again from the durable progress, with the same seqno, and the channels
 //!   skip what they already committed.
-//! - **What a crash loses.** A process crash (kill -9) or a power loss
-//!   loses at most the transactions appended after the last completed
-//!   flush: normally at most `flush_interval_ms` milliseconds or
-//!   `flush_bytes` bytes of transactions, more only if the disk cannot keep
-//!   up with appends. What survives is always a prefix of the appended
-//!   seqnos, each with its own progress, so the extractor re-reads exactly
-//!   the lost ones from the master (which still has them: they are
-//!   milliseconds old). Nothing at or below `durable_seqno` is lost unless
-//!   the disk itself loses fsynced data.
+//! - **What a crash loses.** A process crash (kill -9) loses the records
+//!   not yet written to the log file (the tail, at most [`BLOCK_BYTES`],
+//!   written at every flush) and a block whose write it interrupted, not
+//!   what the file holds (it is in the page cache); a power loss loses at
+//!   most the transactions appended after the last completed flush:
+//!   normally at
+//!   most `flush_interval_ms` milliseconds or `flush_bytes` bytes of
+//!   transactions, more only if the disk cannot keep up with appends. What
+//!   survives is always a prefix of the appended seqnos, each with its own
+//!   progress, so the extractor re-reads exactly the lost ones from the
+//!   master (which still has them: they are milliseconds old). Nothing at
+//!   or below `durable_seqno` is lost unless the disk itself loses fsynced
+//!   data.
 //! - Segment rollover flushes the old segment before writing the new one,
 //!   and a purged segment is deleted only once a later segment holds a
 //!   durable record, so the newest progress always survives.
@@ -129,46 +135,30 @@
 //! [`TransactionQueue::append`] and [`TransactionQueue::append_async`] also
 //! wait (asking for a flush) while the records appended since the start of
 //! the last completed flush reach four times `flush_bytes` (at least
-//! [`MIN_MAX_UNFLUSHED_BYTES`]): sled buffers writes in memory until they
-//! reach the disk, so a writer faster than the disk would otherwise grow
-//! them without bound. A single record of any size is accepted when
-//! nothing waits for a flush. [`TransactionQueue::try_append`] does not
-//! wait for flushes.
+//! [`MIN_MAX_UNFLUSHED_BYTES`]): a writer faster than the disk would
+//! otherwise fill the page cache with dirty pages that a power loss
+//! loses, and stretch the time a flush takes without bound. A single
+//! record of any size is accepted when nothing waits for a flush.
+//! [`TransactionQueue::try_append`] does not wait for flushes.
 //!
-//! # sled notes (0.34.7)
-//! - `apply_batch` rolls sled's I/O buffer on every call: about 8,000
-//!   batches/s at most here, against about 55,000 single inserts/s; so
-//!   records are packed into blocks written with one `insert`, and a batch
-//!   is used only for the chunks of a record between 6 KiB and about
-//!   256 KiB.
-//! - sled keeps in memory what is written to an open database, and a batch
-//!   is serialized whole into its I/O buffers: a 50 MB record written as
-//!   one batch of chunks took about 4.7 times its size (measured: 239 MB
-//!   peak RSS), and 32-chunk batches with flushes still kept about 0.75
-//!   times its size until the database closed. Hence external records.
+//! # Segments of earlier versions (sled 0.34.7)
+//! Until the log file, every segment was a sled database, which took a
+//! third of shardrep's CPU in a catch-up (issue 17: its inserts, tree
+//! splits and I/O threads) and two bytes on disk per record byte. What is
+//! still true of such segments, which are read and never written:
 //! - A flipped byte in a data file makes sled panic while recovering
 //!   ("tried to serialize Uninitialized") instead of returning an error;
 //!   the panic is caught and the segment reported as
 //!   [`QueueError::SegmentCorrupt`] (a read of one of its seqnos as
 //!   [`QueueError::Corrupt`] naming the seqno). Other damage makes sled
-//!   recover the file as an empty database, silently; a segment gets a
-//!   `HAS-DATA` marker file once it holds a durable block, so that case is
-//!   reported too instead of being taken for a new segment.
-//! - Blob files (values of large nodes) are written without fsync;
-//!   avoided by the 6 KiB value bound above.
-//! - A new database's `conf` file is written with two writes (content,
-//!   then CRC) and no rename: a crash between them leaves a database sled
-//!   refuses to open ("Read corrupted data"). A segment's `conf` is
-//!   therefore made under `new-seg-…` and renamed into place before the
-//!   segment's database is opened (see [`segment::Segment::create`]).
+//!   recover the file as an empty database, silently; the `HAS-DATA`
+//!   marker makes that an error too, instead of an empty segment.
 //! - Every open of a database that holds data pads its last log segment to
-//!   512 KiB, so a segment is never smaller than that once reopened (a
-//!   reader reopens a segment the writer closed). The back-pressure
-//!   estimate does not count this padding: at most 512 KiB per segment,
-//!   under 1 % of a segment of the default size.
+//!   512 KiB, and sled takes its own lock on the database while it is open.
 
 pub mod codec;
 mod error;
+pub mod log;
 pub mod private;
 pub mod segment;
 
@@ -187,10 +177,24 @@ pub use codec::ExtractorProgress;
 pub use error::QueueError;
 
 use codec::{RecordCursor, RecordError};
-use segment::{parse_segment_dir_name, sync_path, BlockBytes, Segment, SegmentPin, CHUNK_BYTES};
+use segment::{parse_segment_dir_name, sync_path, BlockBytes, Segment, SegmentPin};
 
 /// Name of the file holding the purge floor in the queue directory.
 const FLOOR_FILE: &str = "floor";
+
+/// Name of the file a queue holds an exclusive `flock` on while it is
+/// open, so that two processes never open one queue.
+pub const LOCK_FILE: &str = "lock";
+
+/// How long an open waits for the lock: a queue closed an instant ago by
+/// this process may still be held by a reader being dropped.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Largest block the writer packs records into, bytes: records of at
+/// most this size are gathered in the tail and written together as one
+/// block (one `writev`, one frame of the log file); a larger record is a
+/// block of its own.
+pub const BLOCK_BYTES: usize = 64 << 10;
 
 /// Least number of record bytes appends may run ahead of the last
 /// completed flush (see [`TransactionQueue::append`]); the bound is four
@@ -199,8 +203,8 @@ pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 
 /// A transaction whose [`Transaction::approx_bytes`] reach this (256 KiB)
 /// is stored as an *external record* (its own file in the segment
-/// directory, see [`segment::Segment::write_external`]) instead of in
-/// sled, so that neither the queue nor sled ever holds it whole in memory.
+/// directory, see [`segment::Segment::write_external`]) instead of in a
+/// block, so that the queue never holds it whole in memory.
 pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 
 /// Largest encode buffer, bytes, that the queue keeps for the next append
@@ -218,8 +222,9 @@ pub struct QueueOptions {
     /// `segment_size_bytes`, `flush_interval_ms` and `flush_bytes`.
     pub config: QueueConfig,
     /// Open for reading only: no appends, no purges, no flusher thread, no
-    /// repairs of the directory (sled may still write its own recovery
-    /// bookkeeping into the segment files).
+    /// repairs of the directory (a torn tail is left as it is; sled may
+    /// still write its own recovery bookkeeping into the files of a
+    /// segment of an earlier version).
     pub read_only: bool,
 }
 
@@ -289,7 +294,8 @@ pub struct QueueInfo {
     pub progress: Option<ExtractorProgress>,
 }
 
-/// Records appended but not yet written to sled, visible to readers.
+/// Records appended but not yet written to the log file, visible to
+/// readers.
 #[derive(Debug, Default)]
 struct Tail {
     /// Seqno of the first record in `data`.
@@ -316,7 +322,7 @@ struct Shared {
     /// Record bytes appended since the queue was opened.
     appended_bytes: u64,
     /// `appended_bytes` when the last completed flush started: what is
-    /// above it sits in the tail or in sled's write buffers.
+    /// above it sits in the tail or in dirty pages of the page cache.
     durable_bytes: u64,
     flush_requested: bool,
     closed: bool,
@@ -383,7 +389,7 @@ struct Inner {
     data_notify: tokio::sync::Notify,
     space_notify: tokio::sync::Notify,
     purge_lock: Mutex<()>,
-    /// Segments whose sled database is open now.
+    /// Segments open now.
     open_segments: Arc<AtomicUsize>,
     /// The segment [`TransactionQueue::get`] read last, kept open for the
     /// next call (`log list` gets seqno after seqno).
@@ -392,6 +398,64 @@ struct Inner {
     /// appends (it grows to the largest small record once, instead of
     /// doubling from empty for every transaction).
     encode_scratch: Mutex<Vec<u8>>,
+    /// The locked [`LOCK_FILE`], released when the queue is closed.
+    lock_file: Mutex<Option<std::fs::File>>,
+}
+
+/// Opens `dir`'s [`LOCK_FILE`] (creating it, mode 0600) and takes an
+/// exclusive `flock` on it, waiting up to [`LOCK_WAIT`]. A read-only open
+/// of a directory where the file cannot be created goes without the lock.
+///
+/// # Errors
+/// [`QueueError::Locked`] when another open holds it;
+/// [`QueueError::Io`].
+fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, QueueError> {
+    let path = dir.join(LOCK_FILE);
+    let file = match std::fs::OpenOptions::new().read(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match private::create_file(&path) {
+            Ok(f) => f,
+            Err(e) if read_only => {
+                tracing::debug!(error = %e, "read-only queue open without its lock file");
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(QueueError::Io {
+                    dir: dir.to_path_buf(),
+                    op: format!("create {}", path.display()),
+                    source: e,
+                })
+            }
+        },
+        Err(e) => {
+            return Err(QueueError::Io {
+                dir: dir.to_path_buf(),
+                op: format!("open {}", path.display()),
+                source: e,
+            })
+        }
+    };
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(QueueError::Locked {
+                    dir: dir.to_path_buf(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(QueueError::Io {
+                    dir: dir.to_path_buf(),
+                    op: format!("lock {}", path.display()),
+                    source: e,
+                })
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -457,9 +521,10 @@ impl TransactionQueue {
     ///
     /// # Errors
     /// [`QueueError::InvalidOptions`]; [`QueueError::Io`] when the
-    /// directory cannot be created or listed; [`QueueError::Storage`] when
-    /// sled fails (including "could not acquire lock": another process has
-    /// the queue open); [`QueueError::Corrupt`],
+    /// directory cannot be created or listed; [`QueueError::Locked`] when
+    /// another process has the queue open; [`QueueError::SegmentIo`] (and
+    /// [`QueueError::Storage`] for sled segments) when a segment's files
+    /// cannot be read; [`QueueError::Corrupt`],
     /// [`QueueError::SegmentCorrupt`] or [`QueueError::Layout`] when the
     /// last stored transaction cannot be read back.
     pub fn open(options: QueueOptions) -> Result<TransactionQueue, QueueError> {
@@ -480,6 +545,7 @@ impl TransactionQueue {
         } else {
             private::create_dir(&dir).map_err(|e| io("create the directory (mode 0700)", e))?;
         }
+        let lock_file = lock_queue(&dir, options.read_only)?;
         let mut starts = Vec::new();
         let mut floor_text = None;
         for entry in std::fs::read_dir(&dir).map_err(|e| io("list the directory", e))? {
@@ -523,8 +589,8 @@ impl TransactionQueue {
                         segment: seg.dir().to_path_buf(),
                         start: seg.start(),
                         reason: format!(
-                            "sled recovered no record although the segment was flushed with \
-                             transactions ({} marker): its data file is damaged",
+                            "it holds no record although it was flushed with transactions \
+                             ({} marker): its data file is damaged",
                             segment::HAS_DATA_MARKER
                         ),
                     });
@@ -567,6 +633,8 @@ impl TransactionQueue {
         }
         if let Some(seg) = segments.last() {
             if !options.read_only {
+                // The end of a write a crash interrupted.
+                seg.cut_torn_tail()?;
                 // Files of external records whose reference a crash lost.
                 seg.remove_external_from(next)?;
                 seg.sync_files()?;
@@ -577,7 +645,9 @@ impl TransactionQueue {
         let first_start = segments.first().map_or(next, |s| s.start());
         let floor_file = floor_text.and_then(|t| t.trim().parse::<u64>().ok());
         let floor = Seqno(floor_file.unwrap_or(0).max(first_start.0).min(next.0));
-        let active = last_pin;
+        // A sled segment of an earlier version is not written: the first
+        // append starts a new segment.
+        let active = last_pin.filter(|pin| !pin.is_legacy());
         let mut shared = Shared {
             segments: segments.into_iter().map(|s| (s.start(), s)).collect(),
             next,
@@ -623,6 +693,7 @@ impl TransactionQueue {
             open_segments,
             get_pin: Mutex::new(None),
             encode_scratch: Mutex::new(Vec::new()),
+            lock_file: Mutex::new(lock_file),
         });
         let flusher = if read_only {
             None
@@ -655,8 +726,9 @@ impl TransactionQueue {
     /// # Errors
     /// [`QueueError::OutOfOrder`] unless `txn.seqno` is the next seqno
     /// (0 for a new queue); [`QueueError::ProgressMismatch`] unless
-    /// `progress.seqno == txn.seqno`; [`QueueError::Storage`] when sled
-    /// fails (the queue then refuses appends with [`QueueError::Failed`]);
+    /// `progress.seqno == txn.seqno`; [`QueueError::SegmentIo`] when the
+    /// write fails (the queue then refuses appends with
+    /// [`QueueError::Failed`]);
     /// [`QueueError::Closed`], [`QueueError::ReadOnly`].
     pub fn append(
         &self,
@@ -701,7 +773,8 @@ impl TransactionQueue {
     /// Like [`TransactionQueue::append`] for async callers: while the queue
     /// is full it awaits a tokio `Notify` (signalled by purges and flushes)
     /// instead of blocking the thread. The append itself (a memory copy,
-    /// now and then one sled write) runs on the calling thread.
+    /// now and then one block written to the log file) runs on the calling
+    /// thread.
     ///
     /// # Errors
     /// As [`TransactionQueue::append`].
@@ -766,11 +839,12 @@ impl TransactionQueue {
         result
     }
 
-    /// How many segments have their sled database open now: the writer's,
-    /// the ones readers are in, the last one [`TransactionQueue::get`] read
-    /// and the ones a call is using at this instant. Each costs memory
-    /// (sled's cache and what it keeps of the values written and read), so
-    /// tests and diagnostics watch it.
+    /// How many segments are open now: the writer's, the ones readers are
+    /// in, the last one [`TransactionQueue::get`] read and the ones a call
+    /// is using at this instant. Each costs a file descriptor and its
+    /// block index (sled's cache and what it keeps of the values written
+    /// and read, for a segment of an earlier version), so tests and
+    /// diagnostics watch it.
     pub fn open_segments(&self) -> usize {
         self.inner.open_segments.load(Ordering::Relaxed)
     }
@@ -884,7 +958,7 @@ impl TransactionQueue {
     /// seqno.
     ///
     /// # Errors
-    /// [`QueueError::Storage`] when sled fails.
+    /// [`QueueError::SegmentIo`] when the write or the fsync fails.
     pub fn flush(&self) -> Result<Option<Seqno>, QueueError> {
         if self.inner.options.read_only {
             return Ok(self.durable_seqno());
@@ -967,9 +1041,8 @@ impl TransactionQueue {
     }
 
     /// Flushes, stops the flusher and closes the queue. Readers created
-    /// from it keep working on what is stored, and keep the sled database
-    /// of the segment each is in open: drop them before opening the queue
-    /// again in the same process.
+    /// from it keep working on what is stored, and keep the segment each
+    /// is in open. The queue's lock is released.
     ///
     /// # Errors
     /// The final flush's error; [`QueueError::Failed`] when an earlier
@@ -987,6 +1060,8 @@ impl TransactionQueue {
         drop(active);
         let cached = lock(&self.inner.get_pin).take();
         drop(cached);
+        let lock_file = lock(&self.inner.lock_file).take();
+        drop(lock_file);
         result
     }
 
@@ -1056,14 +1131,23 @@ fn last_record(seg: &Segment) -> Result<(Seqno, ExtractorProgress), QueueError> 
         }
         return Ok((block.first, progress));
     }
+    // Step over the records before the last by their headers (a damaged
+    // payload among them is an error when read, not at open); the last is
+    // checked whole.
     let mut cursor = RecordCursor::new(&block.bytes, 0, block.first);
     let mut last = None;
     while !cursor.at_end() {
         let seqno = cursor.seqno();
-        let (_, raw) = cursor
-            .next_raw()
+        let mut probe = cursor.clone();
+        cursor
+            .skip()
             .map_err(|e| record_error(seg.dir(), seqno, e))?;
-        last = Some((seqno, raw));
+        if cursor.at_end() {
+            let (_, raw) = probe
+                .next_raw()
+                .map_err(|e| record_error(seg.dir(), seqno, e))?;
+            last = Some((seqno, raw));
+        }
     }
     let (seqno, raw) = last.ok_or_else(|| QueueError::Corrupt {
         segment: seg.dir().to_path_buf(),
@@ -1122,7 +1206,7 @@ impl Inner {
         };
         if txn.approx_bytes() >= EXTERNAL_MIN_BYTES {
             let len = codec::record_len(txn, progress).map_err(encode_error)?;
-            if len > CHUNK_BYTES as u64 {
+            if len > BLOCK_BYTES as u64 {
                 return Ok(Encoded::External { len });
             }
         }
@@ -1199,8 +1283,8 @@ impl Inner {
             }
             if wait_for_flush && s.appended_bytes - s.durable_bytes >= self.max_unflushed() {
                 // The writer is ahead of the disk: wait for the flush
-                // (which bumps the space epoch) instead of piling up sled's
-                // write buffers.
+                // (which bumps the space epoch) instead of piling up dirty
+                // pages.
                 s.flush_requested = true;
                 self.flush_cv.notify_one();
                 return Ok(TryAppend::Full {
@@ -1227,13 +1311,13 @@ impl Inner {
 
         let seqno = txn.seqno;
         let small = match record {
-            Encoded::Bytes(bytes) if bytes.len() <= CHUNK_BYTES => Some(bytes),
+            Encoded::Bytes(bytes) if bytes.len() <= BLOCK_BYTES => Some(bytes),
             _ => None,
         };
         match (record, small) {
             (_, Some(bytes)) => {
                 let tail_len = lock(&self.shared).tail.data.len();
-                if tail_len + bytes.len() > CHUNK_BYTES {
+                if tail_len + bytes.len() > BLOCK_BYTES {
                     self.seal_tail(&mut w)?;
                 }
             }
@@ -1558,7 +1642,8 @@ impl QueueReader {
     /// [`QueueError::Purged`] when the reader's seqno was purged;
     /// [`QueueError::Corrupt`] (naming the seqno) when its record fails its
     /// checks or is missing; [`QueueError::UnsupportedFormat`];
-    /// [`QueueError::Storage`] and [`QueueError::SegmentCorrupt`] from sled.
+    /// [`QueueError::SegmentIo`], [`QueueError::Storage`] (sled) and
+    /// [`QueueError::SegmentCorrupt`] when its segment cannot be opened.
     pub fn try_next(&mut self) -> Result<Option<Transaction>, QueueError> {
         Ok(self.next_record(false)?.map(|(t, _)| t))
     }
@@ -1717,8 +1802,8 @@ impl QueueReader {
         }
     }
 
-    /// A segment whose data file sled cannot recover: an error naming the
-    /// reader's seqno.
+    /// A segment that cannot be opened: an error naming the reader's
+    /// seqno.
     fn opening_error(&self, e: QueueError) -> QueueError {
         match e {
             QueueError::SegmentCorrupt {

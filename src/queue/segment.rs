@@ -1,16 +1,21 @@
-//! One segment of the queue: a sled database in its own directory holding
-//! the blocks of a contiguous range of seqnos.
+//! One segment of the queue: a directory holding the blocks of a
+//! contiguous range of seqnos.
 //!
 //! Directory name: `seg-` followed by the segment's first seqno as 20
 //! decimal digits (`seg-00000000000000001234`), so names sort by seqno.
 //!
-//! Keys: `b'r'`, the block's first seqno (u64 big endian), the chunk index
-//! (u32 big endian): 13 bytes. A block is stored as one value (chunk 0)
-//! when it is at most [`CHUNK_BYTES`] long, else split into chunks
-//! 0, 1, ... of [`CHUNK_BYTES`] written in one sled batch. An external
-//! record is a file `rec-<seqno, 20 digits>` in the segment directory,
-//! and chunk 0 of its key holds only a reference to it ([`EXTERNAL_TAG`],
-//! see [`Segment::write_external`]).
+//! A segment written by this version keeps its blocks in one append-only
+//! file, `log` ([`super::log`]). Segments written by versions before it
+//! are sled 0.34 databases (files `conf` and `db`); they are still read,
+//! and never written again: the writer starts a new segment instead.
+//!
+//! sled keys: `b'r'`, the block's first seqno (u64 big endian), the chunk
+//! index (u32 big endian): 13 bytes. A block is stored as one value (chunk
+//! 0) when it is at most [`CHUNK_BYTES`] long, else split into chunks 0, 1,
+//! ... of [`CHUNK_BYTES`]. An external record is a file
+//! `rec-<seqno, 20 digits>` in the segment directory, and its block (chunk
+//! 0 of its sled key, or its frame of the log) holds only a reference to it
+//! ([`EXTERNAL_TAG`], see [`Segment::write_external`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::position::Seqno;
 
+use super::log::{Frame, Log, LogError, LOG_FILE};
 use super::{codec, QueueError};
 
 /// Largest sled value the queue writes, bytes. sled 0.34 stores a tree
@@ -121,12 +127,14 @@ pub struct Block {
     pub bytes: BlockBytes,
 }
 
-/// The bytes of a block: sled's value, or the chunks of a large record
-/// joined (owned, so that a large record is not copied once more into a
-/// sled value).
+/// The bytes of a block: a frame read from a log file, sled's value, or
+/// the chunks of a large record joined (owned, so that a large record is
+/// not copied once more into a sled value).
 #[derive(Clone, Debug)]
 pub enum BlockBytes {
-    /// A block stored as one value.
+    /// A frame of a log file read whole: its header, then the block.
+    Log(Vec<u8>),
+    /// A block stored as one sled value.
     Value(sled::IVec),
     /// Chunks joined, or a copy of records not written to sled yet.
     Owned(Vec<u8>),
@@ -146,6 +154,7 @@ impl std::ops::Deref for BlockBytes {
 
     fn deref(&self) -> &[u8] {
         match self {
+            BlockBytes::Log(v) => &v[super::log::FRAME_HEADER_BYTES..],
             BlockBytes::Value(v) => v,
             BlockBytes::Owned(v) => v,
             BlockBytes::External { .. } => &[],
@@ -153,28 +162,40 @@ impl std::ops::Deref for BlockBytes {
     }
 }
 
-/// The sled database of a segment and how many users keep it open.
+/// An open segment's storage.
+#[derive(Clone)]
+enum Store {
+    /// A segment of this version: its log file.
+    Log(Arc<Log>),
+    /// A segment written by an earlier version.
+    Sled(sled::Db),
+}
+
+/// The storage of a segment and how many users keep it open.
 #[derive(Default)]
 struct DbState {
-    db: Option<sled::Db>,
+    db: Option<Store>,
     /// [`SegmentPin`]s and calls in progress. The database is closed when
     /// this drops to zero.
     users: usize,
 }
 
-/// One segment: directory, sled database opened while it is used, size
-/// accounting.
+/// One segment: directory, storage (log file or sled database) opened
+/// while it is used, size accounting.
 ///
-/// The database is opened on first use and closed as soon as nobody uses
+/// The storage is opened on first use and closed as soon as nobody uses
 /// it: every method that reads or writes it holds it open for the call,
 /// and a [`SegmentPin`] (the writer's active segment, the segment a reader
-/// is in) holds it open across calls. sled 0.34 keeps in memory much of
-/// what was written or read since the database was opened, whatever its
-/// cache capacity, so the queue's memory is bounded by the number of open
+/// is in) holds it open across calls. An open log holds its file and its
+/// frame index (24 bytes a block); sled 0.34 keeps in memory much of what
+/// was written or read since the database was opened, whatever its cache
+/// capacity, so the queue's memory is bounded by the number of open
 /// segments and their size, not by the backlog.
 pub struct Segment {
     start: Seqno,
     dir: PathBuf,
+    /// A sled segment of an earlier version (read, never written).
+    legacy: bool,
     /// The queue directory (for the trash rename on removal).
     queue_dir: PathBuf,
     db: Mutex<DbState>,
@@ -184,7 +205,7 @@ pub struct Segment {
     measured_bytes: AtomicU64,
     /// Block bytes written since the last measurement.
     written_since: AtomicU64,
-    /// Block bytes written into the segment (estimated as half the size on
+    /// Block bytes written into the segment (estimated from the size on
     /// disk for a segment found at open).
     written_total: AtomicU64,
     /// Delete the directory when the last handle goes.
@@ -247,16 +268,16 @@ impl std::fmt::Debug for SegmentPin {
     }
 }
 
-/// The database of a segment held open for one call.
+/// The storage of a segment held open for one call.
 struct DbUse<'a> {
     seg: &'a Segment,
-    db: Option<sled::Db>,
+    db: Option<Store>,
 }
 
 impl std::ops::Deref for DbUse<'_> {
-    type Target = sled::Db;
+    type Target = Store;
 
-    fn deref(&self) -> &sled::Db {
+    fn deref(&self) -> &Store {
         self.db.as_ref().expect("held until drop")
     }
 }
@@ -276,15 +297,19 @@ impl Segment {
         let dir = queue_dir.join(segment_dir_name(start));
         let measured = dir_size(&dir).unwrap_or(0);
         let marked = dir.join(HAS_DATA_MARKER).exists();
+        let legacy =
+            !dir.join(LOG_FILE).exists() && (dir.join("conf").exists() || dir.join("db").exists());
+        let footprint = if legacy { 2 } else { 1 };
         Segment {
             start,
             dir,
+            legacy,
             queue_dir: queue_dir.to_path_buf(),
             db: Mutex::new(DbState::default()),
             open_count,
             measured_bytes: AtomicU64::new(measured),
             written_since: AtomicU64::new(0),
-            written_total: AtomicU64::new(measured / 2),
+            written_total: AtomicU64::new(measured / footprint),
             remove_on_drop: AtomicBool::new(false),
             marked: AtomicBool::new(marked),
         }
@@ -319,17 +344,13 @@ impl Segment {
     }
 
     /// Creates the segment starting at `start` so that a crash never leaves
-    /// a segment sled cannot open: sled 0.34 writes a new database's `conf`
-    /// file with two writes (content, then CRC) and refuses to open one
-    /// that is cut short. So sled first creates a database under
-    /// `new-seg-<start>`; everything but its `conf` is deleted, the `conf`
-    /// fsynced, the directory renamed to `seg-<start>`, and the real
-    /// database opened there (sled reads the `conf` and never rewrites it).
-    /// The returned segment is open, held by the returned pin.
+    /// a half-made one: its directory is made as `new-seg-<start>` with a
+    /// log file holding only its header, both fsynced, then renamed to
+    /// `seg-<start>` (and the queue directory fsynced). The returned
+    /// segment is open, held by the returned pin.
     ///
     /// # Errors
-    /// [`QueueError::Layout`] when `seg-<start>` exists; I/O and sled
-    /// errors.
+    /// [`QueueError::Layout`] when `seg-<start>` exists; I/O errors.
     pub fn create(
         queue_dir: &Path,
         start: Seqno,
@@ -353,32 +374,20 @@ impl Segment {
             std::fs::remove_dir_all(&tmp)
                 .map_err(|e| io(format!("delete {}", tmp.display()), e))?;
         }
-        drop(open_sled(&tmp, start)?);
-        for entry in
-            std::fs::read_dir(&tmp).map_err(|e| io(format!("list {}", tmp.display()), e))?
-        {
-            let entry = entry.map_err(|e| io(format!("list {}", tmp.display()), e))?;
-            if entry.file_name() == "conf" {
-                continue;
-            }
-            let path = entry.path();
-            let removed = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.map_err(|e| io(format!("delete {}", path.display()), e))?;
-        }
-        for path in [tmp.join("conf"), tmp.clone()] {
-            sync_path(&path).map_err(|e| io(format!("fsync {}", path.display()), e))?;
-        }
+        super::private::create_dir(&tmp).map_err(|e| io(format!("create {}", tmp.display()), e))?;
+        Log::create(&tmp.join(LOG_FILE), start).map_err(|e| match e {
+            LogError::Io { op, source } => io(op, source),
+            other => io(
+                format!("create {}", tmp.display()),
+                std::io::Error::other(other.to_string()),
+            ),
+        })?;
+        sync_path(&tmp).map_err(|e| io(format!("fsync {}", tmp.display()), e))?;
         std::fs::rename(&tmp, &final_dir)
             .map_err(|e| io(format!("rename {} to {name}", tmp.display()), e))?;
         sync_path(queue_dir).map_err(|e| io("fsync the directory".into(), e))?;
         let seg = Arc::new(Segment::new(queue_dir, start, open_count));
-        let pin = seg.pin()?;
-        seg.sync_files()?;
-        Ok(pin)
+        seg.pin()
     }
 
     /// The segment's first seqno.
@@ -391,25 +400,80 @@ impl Segment {
         &self.dir
     }
 
+    /// Whether the segment is a sled database written by an earlier
+    /// version (read, never written).
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, DbState> {
         // Every update of the state completes before its guard drops.
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a user, opening the database if it is closed; returns a
-    /// handle on it.
+    /// A [`QueueError::SegmentIo`] for this segment.
+    fn segment_io(&self, op: String, source: std::io::Error) -> QueueError {
+        QueueError::SegmentIo {
+            segment: self.dir.clone(),
+            op,
+            source,
+        }
+    }
+
+    /// A log error met while opening the segment.
+    fn open_error(&self, e: LogError) -> QueueError {
+        match e {
+            LogError::Io { op, source } => self.segment_io(op, source),
+            LogError::Damaged { .. } | LogError::BadFrame { .. } => QueueError::SegmentCorrupt {
+                segment: self.dir.clone(),
+                start: self.start,
+                reason: format!("its {LOG_FILE} file: {e}"),
+            },
+        }
+    }
+
+    /// A log error met while reading the block of `seqno`.
+    fn read_error(&self, seqno: Seqno, e: LogError) -> QueueError {
+        match e {
+            LogError::Io { op, source } => self.segment_io(op, source),
+            other => QueueError::Corrupt {
+                segment: self.dir.clone(),
+                seqno,
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    /// Adds a user, opening the storage if it is closed; returns a handle
+    /// on it.
     ///
     /// # Errors
+    /// [`QueueError::SegmentIo`] and [`QueueError::SegmentCorrupt`] (a
+    /// damaged file header or frame header) for a log;
     /// [`QueueError::Storage`] when sled fails (the message says when the
     /// lock is held by another process), [`QueueError::SegmentCorrupt`]
     /// when sled panics while recovering the data file (sled 0.34 does so
     /// on a damaged log instead of returning an error).
-    fn acquire(&self) -> Result<sled::Db, QueueError> {
+    fn acquire(&self) -> Result<Store, QueueError> {
         let mut state = self.state();
         let db = match &state.db {
             Some(db) => db.clone(),
             None => {
-                let db = open_sled(&self.dir, self.start)?;
+                let db = if self.legacy {
+                    Store::Sled(open_sled(&self.dir, self.start)?)
+                } else {
+                    let path = self.dir.join(LOG_FILE);
+                    if !path.exists() {
+                        return Err(QueueError::SegmentCorrupt {
+                            segment: self.dir.clone(),
+                            start: self.start,
+                            reason: format!("its {LOG_FILE} file is missing"),
+                        });
+                    }
+                    Store::Log(Arc::new(
+                        Log::open(&path, self.start).map_err(|e| self.open_error(e))?,
+                    ))
+                };
                 self.open_count.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(segment = %self.dir.display(), "queue segment opened");
                 state.db = Some(db.clone());
@@ -420,7 +484,7 @@ impl Segment {
         Ok(db)
     }
 
-    /// Removes a user; closes the database when it was the last one.
+    /// Removes a user; closes the storage when it was the last one.
     fn release(&self) {
         let mut state = self.state();
         state.users -= 1;
@@ -435,7 +499,7 @@ impl Segment {
         }
     }
 
-    /// The database held open for one call.
+    /// The storage held open for one call.
     fn db(&self) -> Result<DbUse<'_>, QueueError> {
         let db = self.acquire()?;
         Ok(DbUse {
@@ -444,27 +508,38 @@ impl Segment {
         })
     }
 
-    /// Keeps the database open (opening it now) until the pin and its
+    /// Keeps the storage open (opening it now) until the pin and its
     /// clones are dropped.
     ///
     /// # Errors
-    /// As opening the database: [`QueueError::Storage`],
-    /// [`QueueError::SegmentCorrupt`].
+    /// As opening the storage: [`QueueError::SegmentIo`],
+    /// [`QueueError::Storage`], [`QueueError::SegmentCorrupt`].
     pub fn pin(self: &Arc<Self>) -> Result<SegmentPin, QueueError> {
         self.acquire()?;
         Ok(SegmentPin { seg: self.clone() })
     }
 
-    /// Whether the sled database is open.
+    /// Whether the storage is open.
     pub fn is_open(&self) -> bool {
         self.state().db.is_some()
     }
 
-    /// Estimated bytes on disk: the last measurement plus twice the block
-    /// bytes written since (sled's log holds about two bytes per byte
-    /// written).
+    /// Bytes on disk per block byte: 2 for sled (measured 1.9-2.0), 1 for
+    /// a log (plus 20 bytes a block).
+    fn footprint(&self) -> u64 {
+        if self.legacy {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Estimated bytes on disk: the last measurement plus the block bytes
+    /// written since (twice them for sled, whose log holds about two bytes
+    /// per byte written).
     pub fn estimated_bytes(&self) -> u64 {
-        self.measured_bytes.load(Ordering::Relaxed) + 2 * self.written_since.load(Ordering::Relaxed)
+        self.measured_bytes.load(Ordering::Relaxed)
+            + self.footprint() * self.written_since.load(Ordering::Relaxed)
     }
 
     /// Accounts `n` block bytes written.
@@ -474,19 +549,18 @@ impl Segment {
     }
 
     /// Whether the segment is full for a segment size of `segment_bytes`:
-    /// twice its record bytes reach it (sled's log takes about two bytes on
-    /// disk per byte written; an empty sled database already takes about
-    /// 512 KiB, which is not counted, so tiny segment sizes still get
-    /// records).
+    /// its record bytes (twice them for sled) reach it.
     pub fn is_full(&self, segment_bytes: u64) -> bool {
-        2 * self.written_total.load(Ordering::Relaxed) >= segment_bytes
+        self.footprint() * self.written_total.load(Ordering::Relaxed) >= segment_bytes
     }
 
     /// Measures the directory's size on disk now and resets the estimate.
     pub fn measure(&self) -> u64 {
         let written = self.written_since.swap(0, Ordering::Relaxed);
-        // Files sled added since (snapshots, blobs) become private too.
-        super::private::restrict_tree_or_warn(&self.dir);
+        if self.legacy {
+            // Files sled added since (snapshots, blobs) become private too.
+            super::private::restrict_tree_or_warn(&self.dir);
+        }
         match dir_size(&self.dir) {
             Ok(n) => {
                 self.measured_bytes.store(n, Ordering::Relaxed);
@@ -507,23 +581,59 @@ impl Segment {
     /// Whether the segment holds no block.
     ///
     /// # Errors
-    /// sled errors, as [`QueueError::Storage`].
+    /// As opening the storage; sled errors, as [`QueueError::Storage`].
     pub fn is_empty(&self) -> Result<bool, QueueError> {
         let db = self.db()?;
-        let first = db
-            .first()
-            .map_err(|e| self.storage("read the first key", e))?;
-        Ok(first.is_none())
+        match &*db {
+            Store::Log(log) => Ok(log.is_empty()),
+            Store::Sled(db) => {
+                let first = db
+                    .first()
+                    .map_err(|e| self.storage("read the first key", e))?;
+                Ok(first.is_none())
+            }
+        }
+    }
+
+    /// Cuts the end of the segment's log file that a crash left incomplete
+    /// (see [`super::log`]), logging what was cut. Only for the writer's
+    /// open of the last segment. Returns the bytes cut.
+    ///
+    /// # Errors
+    /// As opening the storage; [`QueueError::SegmentIo`] when the file
+    /// cannot be truncated.
+    pub fn cut_torn_tail(&self) -> Result<u64, QueueError> {
+        let db = self.db()?;
+        let Store::Log(log) = &*db else {
+            return Ok(0);
+        };
+        let Some(torn) = log.cut_torn_tail().map_err(|e| self.open_error(e))? else {
+            return Ok(0);
+        };
+        let cut = torn.file_len - torn.valid_end;
+        tracing::warn!(
+            file = %log.path().display(),
+            at_byte = torn.valid_end,
+            bytes = cut,
+            reason = %torn.reason,
+            "cut the end of the queue's last segment that a crash left incomplete; the \
+             transactions in it were not durable and are extracted again"
+        );
+        Ok(cut)
     }
 
     /// The first seqno of the first and of the last block, `None` when the
     /// segment is empty.
     ///
     /// # Errors
-    /// sled errors; [`QueueError::Corrupt`] for a key that is not a block
-    /// key.
+    /// As opening the storage; sled errors; [`QueueError::Corrupt`] for a
+    /// sled key that is not a block key.
     pub fn block_bounds(&self) -> Result<Option<(Seqno, Seqno)>, QueueError> {
         let db = self.db()?;
+        let db = match &*db {
+            Store::Log(log) => return Ok(log.bounds().map(|(f, l)| (f.first, l.first))),
+            Store::Sled(db) => db,
+        };
         let first = db
             .first()
             .map_err(|e| self.storage("read the first key", e))?;
@@ -548,36 +658,41 @@ impl Segment {
         }
     }
 
-    /// Writes a block starting at `first`: one value, or chunks in one
-    /// sled batch.
+    /// The segment's log, for a write; an error for a sled segment, which
+    /// is never written.
+    fn log_for_write<'a>(
+        &self,
+        db: &'a DbUse<'_>,
+        seqno: Seqno,
+    ) -> Result<&'a Arc<Log>, QueueError> {
+        match &**db {
+            Store::Log(log) => Ok(log),
+            Store::Sled(_) => Err(QueueError::Layout {
+                dir: self.queue_dir.clone(),
+                message: format!(
+                    "cannot write seqno {seqno} into {}: segments of earlier versions (sled) are \
+                     read only",
+                    self.dir.display()
+                ),
+            }),
+        }
+    }
+
+    /// Appends a block starting at `first`.
     ///
     /// # Errors
-    /// sled errors, as [`QueueError::Storage`].
+    /// As opening the storage; [`QueueError::SegmentIo`] when the write
+    /// fails; [`QueueError::Layout`] for a sled segment.
     pub fn write_block(&self, first: Seqno, bytes: &[u8]) -> Result<(), QueueError> {
         let db = self.db()?;
-        if bytes.len() <= CHUNK_BYTES {
-            db.insert(block_key(first, 0), bytes)
-                .map_err(|e| self.storage(&format!("write the block of seqno {first}"), e))?;
-        } else {
-            let mut batch = sled::Batch::default();
-            for (i, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
-                let index = u32::try_from(i).map_err(|_| QueueError::Encode {
-                    dir: self.queue_dir.clone(),
-                    seqno: first,
-                    message: format!(
-                        "record of {} bytes needs more than 2^32 chunks of {CHUNK_BYTES} bytes",
-                        bytes.len()
-                    ),
-                })?;
-                batch.insert(&block_key(first, index)[..], chunk);
-            }
-            db.apply_batch(batch).map_err(|e| {
-                self.storage(
-                    &format!("write the {} byte record of seqno {first}", bytes.len()),
-                    e,
-                )
-            })?;
-        }
+        let log = self.log_for_write(&db, first)?;
+        log.append(first, bytes).map_err(|e| match e {
+            LogError::Io { op, source } => self.segment_io(op, source),
+            other => self.segment_io(
+                format!("append the block of seqno {first}"),
+                std::io::Error::other(other.to_string()),
+            ),
+        })?;
         self.add_written(bytes.len() as u64);
         Ok(())
     }
@@ -585,18 +700,17 @@ impl Segment {
     /// Writes the record of `txn` (seqno `seqno`) with `progress`, `len`
     /// bytes long ([`codec::record_len`]), as an external record: the
     /// record is serialized straight into its own file (so it is never
-    /// held whole in memory, and sled, which keeps what it writes in
-    /// memory while the database is open, never sees it), the file and
-    /// the directory are fsynced, and only then the 9-byte reference is
-    /// inserted into sled, which makes the record part of the segment
-    /// (durable at the next flush, like any block). A crash before that
-    /// leaves a file without a reference, deleted at the next open
+    /// held whole in memory), the file and the directory are fsynced, and
+    /// only then the 9-byte reference is appended as the record's block,
+    /// which makes the record part of the segment (durable at the next
+    /// flush, like any block). A crash before that leaves a file without a
+    /// reference, deleted at the next open
     /// ([`Segment::remove_external_from`]).
     ///
     /// # Errors
     /// [`QueueError::Io`] when the file cannot be written (it is deleted
     /// again), [`QueueError::Encode`] when the record does not have the
-    /// counted length, [`QueueError::Storage`] from sled.
+    /// counted length, as [`Segment::write_block`] for the reference.
     pub fn write_external(
         &self,
         seqno: Seqno,
@@ -605,6 +719,7 @@ impl Segment {
         len: u64,
     ) -> Result<(), QueueError> {
         let db = self.db()?;
+        let log = self.log_for_write(&db, seqno)?;
         let path = self.dir.join(external_file_name(seqno));
         let written = (|| {
             let file = super::private::create_file(&path)?;
@@ -636,11 +751,12 @@ impl Segment {
         let mut value = [0u8; EXTERNAL_VALUE_LEN];
         value[0] = EXTERNAL_TAG;
         value[1..].copy_from_slice(&len.to_le_bytes());
-        db.insert(block_key(seqno, 0), &value[..]).map_err(|e| {
-            self.storage(
-                &format!("write the reference to the record of seqno {seqno}"),
-                e,
-            )
+        log.append(seqno, &value).map_err(|e| match e {
+            LogError::Io { op, source } => self.segment_io(op, source),
+            other => self.segment_io(
+                format!("append the reference to the record of seqno {seqno}"),
+                std::io::Error::other(other.to_string()),
+            ),
         })?;
         self.add_written(len);
         Ok(())
@@ -685,10 +801,20 @@ impl Segment {
     /// seqno at or below it. `None` when the segment has no such block.
     ///
     /// # Errors
-    /// sled errors; [`QueueError::Corrupt`] when the block's chunks are not
-    /// numbered 0, 1, 2, ...
+    /// As opening the storage; [`QueueError::Corrupt`] naming `seqno` when
+    /// the block fails its checks (a log frame's CRC, sled chunks not
+    /// numbered 0, 1, 2, ...); [`QueueError::SegmentIo`], sled errors.
     pub fn block_at(&self, seqno: Seqno) -> Result<Option<Block>, QueueError> {
         let db = self.db()?;
+        let db = match &*db {
+            Store::Log(log) => {
+                return match log.frame_at(seqno) {
+                    Some(frame) => self.load_frame(log, frame, seqno).map(Some),
+                    None => Ok(None),
+                }
+            }
+            Store::Sled(db) => db,
+        };
         let found = db
             .range(..=block_key(seqno, u32::MAX))
             .next_back()
@@ -698,7 +824,7 @@ impl Segment {
             return Ok(None);
         };
         let (first, _) = parse_block_key(&key).ok_or_else(|| self.bad_key(&key))?;
-        self.load_block(&db, first).map(Some)
+        self.load_block(db, first).map(Some)
     }
 
     /// The block that starts exactly at `first`, if any.
@@ -707,7 +833,50 @@ impl Segment {
     /// As [`Segment::block_at`].
     pub fn block_starting_at(&self, first: Seqno) -> Result<Option<Block>, QueueError> {
         let db = self.db()?;
-        self.load_chunks(&db, first)
+        match &*db {
+            Store::Log(log) => match log.frame_starting_at(first) {
+                Some(frame) => self.load_frame(log, frame, first).map(Some),
+                None => Ok(None),
+            },
+            Store::Sled(db) => self.load_chunks(db, first),
+        }
+    }
+
+    /// Reads and checks a log frame; errors name `seqno`, the seqno asked
+    /// for.
+    fn load_frame(&self, log: &Log, frame: Frame, seqno: Seqno) -> Result<Block, QueueError> {
+        let buf = log.read(frame).map_err(|e| self.read_error(seqno, e))?;
+        let payload = &buf[super::log::FRAME_HEADER_BYTES..];
+        let bytes = if payload.first() == Some(&EXTERNAL_TAG) {
+            self.external(frame.first, payload)?
+        } else {
+            BlockBytes::Log(buf)
+        };
+        Ok(Block {
+            first: frame.first,
+            bytes,
+        })
+    }
+
+    /// The block of an external record from its reference `value`.
+    fn external(&self, first: Seqno, value: &[u8]) -> Result<BlockBytes, QueueError> {
+        let len = value
+            .get(1..EXTERNAL_VALUE_LEN)
+            .filter(|_| value.len() == EXTERNAL_VALUE_LEN)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| QueueError::Corrupt {
+                segment: self.dir.clone(),
+                seqno: first,
+                reason: format!(
+                    "the reference to its external record is {} bytes, not {EXTERNAL_VALUE_LEN}",
+                    value.len()
+                ),
+            })?;
+        Ok(BlockBytes::External {
+            path: self.dir.join(external_file_name(first)),
+            len,
+        })
     }
 
     fn load_block(&self, db: &sled::Db, first: Seqno) -> Result<Block, QueueError> {
@@ -719,9 +888,10 @@ impl Segment {
             })
     }
 
-    /// The chunks of the block that starts at `first`, joined; `None` when
-    /// there is none. A large record is copied chunk by chunk into a buffer
-    /// sized from its last chunk's index, so it is held once, not twice.
+    /// The chunks of the sled block that starts at `first`, joined; `None`
+    /// when there is none. A large record is copied chunk by chunk into a
+    /// buffer sized from its last chunk's index, so it is held once, not
+    /// twice.
     fn load_chunks(&self, db: &sled::Db, first: Seqno) -> Result<Option<Block>, QueueError> {
         let range = || db.range(block_key(first, 0)..=block_key(first, u32::MAX));
         let read_error = |e| self.storage(&format!("read the block of seqno {first}"), e);
@@ -755,24 +925,7 @@ impl Segment {
         let bytes = match (count, single) {
             (0, _) => return Ok(None),
             (1, Some(value)) if value.first() == Some(&EXTERNAL_TAG) => {
-                let len = value
-                    .get(1..EXTERNAL_VALUE_LEN)
-                    .filter(|_| value.len() == EXTERNAL_VALUE_LEN)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_le_bytes)
-                    .ok_or_else(|| QueueError::Corrupt {
-                        segment: self.dir.clone(),
-                        seqno: first,
-                        reason: format!(
-                            "the value of its external record is {} bytes, not \
-                             {EXTERNAL_VALUE_LEN}",
-                            value.len()
-                        ),
-                    })?;
-                BlockBytes::External {
-                    path: self.dir.join(external_file_name(first)),
-                    len,
-                }
+                self.external(first, &value)?
             }
             (1, Some(value)) => BlockBytes::Value(value),
             _ => BlockBytes::Owned(joined),
@@ -780,24 +933,35 @@ impl Segment {
         Ok(Some(Block { first, bytes }))
     }
 
-    /// Flushes the sled database to disk (fsync).
+    /// Makes the blocks written so far durable: `fdatasync` of the log
+    /// file (sled's `flush` for a sled segment).
     ///
     /// # Errors
-    /// sled errors, as [`QueueError::Storage`].
+    /// [`QueueError::SegmentIo`], [`QueueError::Storage`].
     pub fn flush(&self) -> Result<(), QueueError> {
         let db = self.db()?;
-        db.flush().map_err(|e| self.storage("flush (fsync)", e))?;
-        Ok(())
+        match &*db {
+            Store::Log(log) => log.sync().map_err(|e| self.open_error(e)),
+            Store::Sled(db) => {
+                db.flush().map_err(|e| self.storage("flush (fsync)", e))?;
+                Ok(())
+            }
+        }
     }
 
-    /// fsyncs the sled data file and the segment directory directly (after
+    /// fsyncs the segment's data files and its directory directly (after
     /// recovery: what the process found may still be only in the page
     /// cache).
     ///
     /// # Errors
     /// I/O errors, as [`QueueError::Io`].
     pub fn sync_files(&self) -> Result<(), QueueError> {
-        for path in [self.dir.join("db"), self.dir.join("conf"), self.dir.clone()] {
+        for path in [
+            self.dir.join(LOG_FILE),
+            self.dir.join("db"),
+            self.dir.join("conf"),
+            self.dir.clone(),
+        ] {
             if path.exists() {
                 sync_path(&path).map_err(|e| QueueError::Io {
                     dir: self.queue_dir.clone(),
@@ -809,7 +973,7 @@ impl Segment {
         Ok(())
     }
 
-    /// A [`QueueError::Storage`] for this segment.
+    /// A [`QueueError::Storage`] for this (sled) segment.
     pub fn storage(&self, op: &str, source: sled::Error) -> QueueError {
         QueueError::Storage {
             segment: self.dir.clone(),

@@ -258,7 +258,7 @@ fn purge_applied_keeps_the_retention() {
 }
 
 #[test]
-fn large_records_are_chunked_without_blobs() {
+fn records_of_every_size_read_back_from_one_log_file() {
     let dir = TempDir::new("large");
     let q = TransactionQueue::open(options(&dir)).unwrap();
     let sizes = [10usize, 7_000, 100, 3 << 20, 6_000, 20];
@@ -280,8 +280,21 @@ fn large_records_are_chunked_without_blobs() {
     for (t, &n) in all.iter().zip(&sizes) {
         assert_eq!(*t, txn(t.seqno.0, n));
     }
+    // Every record but the external one (3 MiB) is in the log file.
     let seg = dir.0.join(segment::segment_dir_name(Seqno(0)));
-    assert_eq!(std::fs::read_dir(seg.join("blobs")).unwrap().count(), 0);
+    let mut names: Vec<String> = std::fs::read_dir(&seg)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            segment::HAS_DATA_MARKER.to_string(),
+            log::LOG_FILE.to_string(),
+            segment::external_file_name(Seqno(3))
+        ]
+    );
 }
 
 #[test]
@@ -437,12 +450,8 @@ fn full_queue_waits_for_purge_and_never_drops() {
             }
             None => panic!("reader starved at {seen}"),
         }
-        if seen % 100 == 0 {
-            // Less the 512 KiB sled pads the last log segment of a closed
-            // segment to when a reader reopens it (not counted by the
-            // estimate; negligible for segments of real sizes).
-            let padding = q.info().unwrap().segments.len() as u64 * (512 << 10);
-            max_size = max_size.max(q.size_bytes().unwrap().saturating_sub(padding));
+        if seen.is_multiple_of(100) {
+            max_size = max_size.max(q.size_bytes().unwrap());
             q.purge_below(Seqno(seen)).unwrap();
         }
     }
@@ -495,7 +504,8 @@ fn trailing_empty_segment_is_removed_on_open() {
     }
     // As if a crash happened right after creating the next segment.
     let empty = dir.0.join(segment::segment_dir_name(Seqno(10)));
-    drop(sled::open(&empty).unwrap());
+    std::fs::create_dir(&empty).unwrap();
+    log::Log::create(&empty.join(log::LOG_FILE), Seqno(10)).unwrap();
     let q = TransactionQueue::open(options(&dir)).unwrap();
     assert_eq!(q.next_seqno(), Seqno(10));
     assert_eq!(q.info().unwrap().segments.len(), 1);
@@ -511,16 +521,15 @@ fn unfinished_segment_creation_is_cleaned_up() {
         append_range(&q, 0..10, 10);
         q.close().unwrap();
     }
-    // A crash inside sled's creation of the next segment: its conf file
-    // without the CRC sled writes second.
+    // A crash inside the creation of the next segment: its log file's
+    // header cut short.
     let new = dir.0.join(format!(
         "{}{}",
         segment::NEW_PREFIX,
         segment::segment_dir_name(Seqno(10))
     ));
-    drop(sled::open(&new).unwrap());
-    let conf = std::fs::read(new.join("conf")).unwrap();
-    std::fs::write(new.join("conf"), &conf[..conf.len() - 4]).unwrap();
+    std::fs::create_dir(&new).unwrap();
+    std::fs::write(new.join(log::LOG_FILE), &log::file_header(Seqno(10))[..5]).unwrap();
     let mut opts = options(&dir);
     opts.config.segment_size_bytes = 1;
     let q = TransactionQueue::open(opts).unwrap();
@@ -533,10 +542,57 @@ fn unfinished_segment_creation_is_cleaned_up() {
 #[test]
 fn lone_empty_segment_not_at_zero_is_refused() {
     let dir = TempDir::new("lone-empty");
-    std::fs::create_dir_all(&dir.0).unwrap();
-    drop(sled::open(dir.0.join(segment::segment_dir_name(Seqno(5)))).unwrap());
+    let seg = dir.0.join(segment::segment_dir_name(Seqno(5)));
+    std::fs::create_dir_all(&seg).unwrap();
+    log::Log::create(&seg.join(log::LOG_FILE), Seqno(5)).unwrap();
     let err = TransactionQueue::open(options(&dir)).unwrap_err();
     assert!(matches!(err, QueueError::Layout { .. }), "{err}");
+    // So is an empty sled segment of an earlier version.
+    std::fs::remove_dir_all(&seg).unwrap();
+    drop(sled::open(&seg).unwrap());
+    let err = TransactionQueue::open(options(&dir)).unwrap_err();
+    assert!(matches!(err, QueueError::Layout { .. }), "{err}");
+}
+
+#[test]
+fn a_write_cut_short_by_a_crash_is_cut_off_and_the_queue_goes_on() {
+    let dir = TempDir::new("torn");
+    {
+        let q = TransactionQueue::open(options(&dir)).unwrap();
+        append_range(&q, 0..10, 100);
+        q.close().unwrap();
+    }
+    let path = dir
+        .0
+        .join(segment::segment_dir_name(Seqno(0)))
+        .join(log::LOG_FILE);
+    let good = std::fs::metadata(&path).unwrap().len();
+    // Half of a frame holding seqno 10: what a kill -9 in the middle of
+    // the write leaves.
+    let t = txn(10, 100);
+    let mut record = Vec::new();
+    codec::encode_record(&t, &progress(&t), &mut Vec::new(), &mut record).unwrap();
+    let mut frame = log::frame_header(Seqno(10), &record).to_vec();
+    frame.extend_from_slice(&record);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&frame[..frame.len() / 2]);
+    std::fs::write(&path, bytes).unwrap();
+    // A read-only open leaves the file alone.
+    let mut ro = options(&dir);
+    ro.read_only = true;
+    let q = TransactionQueue::open(ro).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(10));
+    drop(q);
+    assert!(std::fs::metadata(&path).unwrap().len() > good);
+    // The writer's open cuts it, and appends go on from seqno 10.
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+    assert_eq!(q.next_seqno(), Seqno(10));
+    assert_eq!(q.last_progress().unwrap().seqno, Seqno(9));
+    append_range(&q, 10..20, 100);
+    q.close().unwrap();
+    let q = TransactionQueue::open(options(&dir)).unwrap();
+    assert_eq!(read_all(&q, 0), (0..20).collect::<Vec<_>>());
 }
 
 #[test]
@@ -598,7 +654,7 @@ fn defaults_match_the_configuration() {
 fn segments_nobody_uses_are_closed() {
     let dir = TempDir::new("open-bound");
     let mut opts = options(&dir);
-    opts.config.segment_size_bytes = 64 << 10;
+    opts.config.segment_size_bytes = 32 << 10;
     let q = TransactionQueue::open(opts).unwrap();
     assert_eq!(q.open_segments(), 0);
     // A reader that falls further and further behind the writer.

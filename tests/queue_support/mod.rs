@@ -75,7 +75,7 @@ pub fn txn(seqno: u64, payload: usize) -> Transaction {
         seqno: Seqno(seqno),
         server_id: 7,
         gtid: Some(Gtid::new(0, 7, 5000 + seqno)),
-        commit_id: (seqno % 3 == 0).then_some(seqno / 3),
+        commit_id: seqno.is_multiple_of(3).then_some(seqno / 3),
         start_position: BinlogPosition::new("mariadb-bin.000003", 1000 + seqno * 64).unwrap(),
         end_position: BinlogPosition::new("mariadb-bin.000003", 1064 + seqno * 64).unwrap(),
         commit_timestamp: 1_760_000_000 + seqno as u32,
