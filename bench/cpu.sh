@@ -4,18 +4,20 @@
 # sysbench oltp_read_write run on 8 schemas, about 48 MB; 11,585
 # transactions here) from files into a new queue, under valgrind's callgrind.
 # callgrind counts instructions, not seconds, so the machine's other load
-# does not enter the count. One part of it is not work: valgrind runs one
-# thread at a time, and a thread that spins on sled's lazy statics
+# does not enter the count. For builds whose queue segments were sled
+# databases (before the log files), one part of it is not work: valgrind
+# runs one thread at a time, and a thread that spins on sled's lazy statics
 # (`sled::lazy::Lazy::deref`) burns instructions until valgrind switches
-# threads: 0% to 72% of the total in this session's runs. The script
-# reports the count without that spin ("net"), which is steady: 189,341 to
-# 191,727 instructions per transaction over 5 runs of the build before issue
-# 17's first changes, 158,166 to 159,624 over 5 runs of a later build,
-# where CPU seconds of a catch-up on these 2-core machines move by 30% or
-# more between runs. It covers the extractor thread (binlog decode, record
-# encode, queue append) and the queue's sled I/O threads: about 40% of
-# shardrep's CPU in a catch-up; the queue read, scheduling and SQL are not
-# in it.
+# threads: 0% to 72% of the total. The script reports the count without
+# that spin ("net"; the spin is 0 for later builds), which is steady:
+# 189,341 to 191,727 instructions per transaction over 5 runs of the build
+# before issue 17's first changes, 158,166 to 159,624 over 5 runs of a
+# later build, where CPU seconds of a catch-up on these 2-core machines
+# move by 30% or more between runs. It covers the extractor thread (binlog
+# decode, record encode, queue append) and the queue's flusher (sled's I/O
+# threads before): about 17% of shardrep's CPU in a catch-up with the log
+# files (bench/memory.sh, live source, perf); the queue read, scheduling and
+# SQL are not in it, nor the kernel's side of the writes.
 #
 # Prints the net instructions per transaction (the figure to compare), the
 # instructions, the spin and the transactions of each binary, and writes

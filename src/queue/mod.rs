@@ -373,7 +373,6 @@ struct Writer {
     /// The segment appends go to, held open.
     active: Option<SegmentPin>,
     next: Seqno,
-    scratch: Vec<u8>,
 }
 
 struct Inner {
@@ -678,11 +677,7 @@ impl TransactionQueue {
         let read_only = options.read_only;
         let inner = Arc::new(Inner {
             options,
-            writer: Mutex::new(Writer {
-                active,
-                next,
-                scratch: Vec::new(),
-            }),
+            writer: Mutex::new(Writer { active, next }),
             shared: Mutex::new(shared),
             changed: Condvar::new(),
             space: Condvar::new(),
@@ -1371,27 +1366,21 @@ impl Inner {
         Ok(TryAppend::Done)
     }
 
-    /// Writes the tail's records to the active segment as one block.
+    /// Writes the tail's records to the active segment as one block. The
+    /// write (one `writev` into the page cache) is made under the shared
+    /// lock, straight from the tail: readers of the tail wait for it, and
+    /// the records are not copied once more.
     fn seal_tail(&self, w: &mut Writer) -> Result<(), QueueError> {
-        let (first, data) = {
-            let s = lock(&self.shared);
-            if s.tail.count == 0 {
-                return Ok(());
-            }
-            // Reuse the writer's scratch buffer for the copy.
-            let mut data = std::mem::take(&mut w.scratch);
-            data.clear();
-            data.extend_from_slice(&s.tail.data);
-            (s.tail.first, data)
-        };
+        let mut s = lock(&self.shared);
+        if s.tail.count == 0 {
+            return Ok(());
+        }
         let active = w.active.as_ref().expect("a tail implies an active segment");
-        let result = active.write_block(first, &data);
-        w.scratch = data;
-        if let Err(e) = result {
+        if let Err(e) = active.write_block(s.tail.first, &s.tail.data) {
+            drop(s);
             self.fail(&e);
             return Err(e);
         }
-        let mut s = lock(&self.shared);
         s.tail.data.clear();
         s.tail.count = 0;
         s.tail.first = w.next;
