@@ -53,33 +53,61 @@ fn segment_dirs(dir: &Path) -> Vec<PathBuf> {
     segs
 }
 
+/// Where the record of `seqno` is in the segment's log file: the file's
+/// path and bytes, its block's frame, and the record's offset and length
+/// in the file.
+struct Located {
+    path: PathBuf,
+    file: Vec<u8>,
+    frame: shardrep::queue::log::Frame,
+    at: usize,
+    len: usize,
+}
+
+fn locate(segment: &Path, seqno: u64) -> Located {
+    let path = segment.join(LOG_FILE);
+    let start = parse_segment_dir_name(&segment.file_name().unwrap().to_string_lossy()).unwrap();
+    let (frames, torn) = scan(&std::fs::File::open(&path).unwrap(), start).unwrap();
+    assert_eq!(torn, None);
+    let frame = *frames
+        .iter()
+        .rev()
+        .find(|f| f.first <= Seqno(seqno))
+        .unwrap();
+    let file = std::fs::read(&path).unwrap();
+    let block_at = frame.offset as usize + FRAME_HEADER_BYTES;
+    let block = &file[block_at..block_at + frame.len as usize];
+    let mut cursor = RecordCursor::new(block, 0, frame.first);
+    while cursor.seqno() < Seqno(seqno) {
+        cursor.next_raw().unwrap();
+    }
+    let at = block_at + cursor.offset();
+    let len = cursor.next_raw().unwrap().1.len;
+    Located {
+        path,
+        file,
+        frame,
+        at,
+        len,
+    }
+}
+
 /// Rewrites the block holding `seqno` in the segment's log file with
 /// `edit` applied to the bytes of that record, and the frame's header
 /// (its CRC) made anew: as if the record had changed before it was
 /// written.
 fn damage_record(segment: &Path, seqno: u64, edit: impl FnOnce(&mut [u8])) {
-    let path = segment.join(LOG_FILE);
-    let start = parse_segment_dir_name(&segment.file_name().unwrap().to_string_lossy()).unwrap();
-    let (frames, torn) = scan(&std::fs::File::open(&path).unwrap(), start).unwrap();
-    assert_eq!(torn, None);
-    let frame = frames
-        .iter()
-        .rev()
-        .find(|f| f.first <= Seqno(seqno))
-        .unwrap();
-    let mut file = std::fs::read(&path).unwrap();
-    let at = frame.offset as usize + FRAME_HEADER_BYTES;
-    let mut block = file[at..at + frame.len as usize].to_vec();
-    let mut cursor = RecordCursor::new(&block, 0, frame.first);
-    while cursor.seqno() < Seqno(seqno) {
-        cursor.next_raw().unwrap();
-    }
-    let offset = cursor.offset();
-    let (_, raw) = cursor.next_raw().unwrap();
-    let len = raw.len;
-    edit(&mut block[offset..offset + len]);
-    file[frame.offset as usize..at].copy_from_slice(&frame_header(frame.first, &block));
-    file[at..at + block.len()].copy_from_slice(&block);
+    let Located {
+        path,
+        mut file,
+        frame,
+        at,
+        len,
+    } = locate(segment, seqno);
+    edit(&mut file[at..at + len]);
+    let block_at = frame.offset as usize + FRAME_HEADER_BYTES;
+    let header = frame_header(frame.first, &file[block_at..block_at + frame.len as usize]);
+    file[frame.offset as usize..block_at].copy_from_slice(&header);
     std::fs::write(&path, file).unwrap();
 }
 
@@ -201,24 +229,14 @@ fn damaged_last_record_fails_open_naming_the_seqno() {
 /// Flips one byte in the middle of the record of `seqno` in the segment's
 /// log file, as the disk's damage would (no CRC made anew).
 fn flip_in_file(segment: &Path, seqno: u64) {
-    let path = segment.join(LOG_FILE);
-    let start = parse_segment_dir_name(&segment.file_name().unwrap().to_string_lossy()).unwrap();
-    let (frames, _) = scan(&std::fs::File::open(&path).unwrap(), start).unwrap();
-    let frame = frames
-        .iter()
-        .rev()
-        .find(|f| f.first <= Seqno(seqno))
-        .unwrap();
-    let mut file = std::fs::read(&path).unwrap();
-    let at = frame.offset as usize + FRAME_HEADER_BYTES;
-    let block = &file[at..at + frame.len as usize];
-    let mut cursor = RecordCursor::new(block, 0, frame.first);
-    while cursor.seqno() < Seqno(seqno) {
-        cursor.next_raw().unwrap();
-    }
-    let offset = cursor.offset();
-    let len = cursor.next_raw().unwrap().1.len;
-    file[at + offset + len / 2] ^= 0x20;
+    let Located {
+        path,
+        mut file,
+        at,
+        len,
+        ..
+    } = locate(segment, seqno);
+    file[at + len / 2] ^= 0x20;
     std::fs::write(&path, file).unwrap();
 }
 
