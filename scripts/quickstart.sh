@@ -37,7 +37,9 @@ command -v cargo >/dev/null || die "cargo is needed to build shardrep (https://r
 
 say "building shardrep (release)"
 cargo build --release --quiet
-./target/release/shardrep --version
+# Where cargo put the binaries: CARGO_TARGET_DIR when it is set.
+bin=${CARGO_TARGET_DIR:-target}/release
+"$bin/shardrep" --version
 
 say "starting the sandbox"
 scripts/sandbox.sh up 1
@@ -113,7 +115,7 @@ unknown_shard_policy = "accept"
 socket = "$work/control.sock"
 TOML
 export SHARDREP_PASSWORD=$SANDBOX_PASSWORD
-ctl() { ./target/release/shardrepctl --config "$work/shardrep.toml" "$@"; }
+ctl() { "$bin/shardrepctl" --config "$work/shardrep.toml" "$@"; }
 # A fresh service: no queue, no restart position, so it takes over.
 rm -rf "$work/queue"
 sandbox_sql replica1 -e "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS shardrep_$service"
@@ -125,7 +127,7 @@ shardrep_txns=$(load_txns)
 end=$(master_pos)
 say "shardrep taking over replica1 with $channels channels ($shardrep_txns transactions to apply; master at $end)"
 t0=$(date +%s.%N)
-SHARDREP_LOG=${SHARDREP_LOG:-info} ./target/release/shardrep run --config "$work/shardrep.toml" 2> "$work/shardrep.log" &
+SHARDREP_LOG=${SHARDREP_LOG:-info} "$bin/shardrep" run --config "$work/shardrep.toml" 2> "$work/shardrep.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do

@@ -338,6 +338,9 @@ fn flipped_frame_length_fails_open_instead_of_cutting_the_segment() {
     let err = TransactionQueue::open(QueueOptions::new(dir.path())).unwrap_err();
     assert!(matches!(err, QueueError::SegmentCorrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("fails its CRC check"), "{err}");
+    // It says where the readable part ends and how to cut the rest.
+    let cut = format!("truncate -s {} {}", frames[1].offset, path.display());
+    assert!(err.to_string().contains(&cut), "{err}");
     assert_eq!(
         std::fs::metadata(&path).unwrap().len(),
         len_before,

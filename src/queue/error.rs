@@ -47,12 +47,17 @@ pub enum QueueError {
     /// Another process (or another open in this one) has the queue open:
     /// its `lock` file is locked.
     #[error(
-        "queue {}: could not acquire lock on {}: another process has the queue open",
-        dir.display(), dir.join(super::LOCK_FILE).display()
+        "queue {}: could not acquire lock on {}: another process has the queue open{}; \
+         stop it first (one queue has one writer)",
+        dir.display(), dir.join(super::LOCK_FILE).display(),
+        holder.map(|p| format!(" (process {p}, as its lock file says)")).unwrap_or_default()
     )]
     Locked {
         /// The queue directory.
         dir: PathBuf,
+        /// The process id the lock file holds: the process that locked it
+        /// last (it writes its id there).
+        holder: Option<u32>,
     },
 
     /// sled failed on a segment of an earlier version (I/O error, lock

@@ -410,7 +410,17 @@ struct Inner {
 /// [`QueueError::Io`].
 fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, QueueError> {
     let path = dir.join(LOCK_FILE);
-    let file = match std::fs::OpenOptions::new().read(true).open(&path) {
+    let opened = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            std::fs::OpenOptions::new().read(true).open(&path)
+        }
+        other => other,
+    };
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match private::create_file(&path) {
             Ok(f) => f,
@@ -437,14 +447,29 @@ fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Queu
     let deadline = Instant::now() + LOCK_WAIT;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(Some(file)),
+            Ok(()) => {
+                // The holder's id, for the error another open gets (best
+                // effort: a read-only open may not write).
+                let mut f = &file;
+                let _ = file.set_len(0).and_then(|()| {
+                    std::io::Write::write_all(
+                        &mut f,
+                        format!("{}\n", std::process::id()).as_bytes(),
+                    )
+                });
+                return Ok(Some(file));
+            }
             Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok());
                 return Err(QueueError::Locked {
                     dir: dir.to_path_buf(),
-                })
+                    holder,
+                });
             }
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(QueueError::Io {
@@ -1817,7 +1842,10 @@ impl QueueReader {
         let missing = || QueueError::Corrupt {
             segment: seg.dir().to_path_buf(),
             seqno,
-            reason: "no block of the segment holds it".into(),
+            reason: match seg.torn_tail_note() {
+                Some(note) => format!("no block of the segment holds it; {note}"),
+                None => "no block of the segment holds it".into(),
+            },
         };
         let block = block.ok_or_else(missing)?;
         if let BlockBytes::External { .. } = block.bytes {

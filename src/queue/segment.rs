@@ -424,7 +424,17 @@ impl Segment {
     fn open_error(&self, e: LogError) -> QueueError {
         match e {
             LogError::Io { op, source } => self.segment_io(op, source),
-            LogError::Damaged { .. } | LogError::BadFrame { .. } => QueueError::SegmentCorrupt {
+            LogError::Damaged { offset, .. } => QueueError::SegmentCorrupt {
+                segment: self.dir.clone(),
+                start: self.start,
+                reason: format!(
+                    "its {LOG_FILE} file: {e}. If this is the queue's last segment, cutting \
+                     the file there (truncate -s {offset} {}) drops those blocks, and the \
+                     extractor reads their transactions again from the master",
+                    self.dir.join(LOG_FILE).display()
+                ),
+            },
+            LogError::BadFrame { .. } => QueueError::SegmentCorrupt {
                 segment: self.dir.clone(),
                 start: self.start,
                 reason: format!("its {LOG_FILE} file: {e}"),
@@ -616,10 +626,27 @@ impl Segment {
             at_byte = torn.valid_end,
             bytes = cut,
             reason = %torn.reason,
-            "cut the end of the queue's last segment that a crash left incomplete; the \
-             transactions in it were not durable and are extracted again"
+            "cut the incomplete end of the queue's last segment (a write a crash \
+             interrupted, or a file cut short); the extractor reads the transactions it \
+             held again from the master"
         );
         Ok(cut)
+    }
+
+    /// Words on an incomplete end of the segment's log file, when the
+    /// open found one (for the error of a seqno no block holds): the
+    /// file was cut short, or a writer is appending to it.
+    pub fn torn_tail_note(&self) -> Option<String> {
+        let db = self.db().ok()?;
+        let Store::Log(log) = &*db else {
+            return None;
+        };
+        let torn = log.torn_tail()?;
+        Some(format!(
+            "its {LOG_FILE} file ends in an incomplete block at byte {} of {} ({}): the file \
+             was cut short",
+            torn.valid_end, torn.file_len, torn.reason
+        ))
     }
 
     /// The first seqno of the first and of the last block, `None` when the

@@ -602,6 +602,64 @@ fn second_open_of_the_same_queue_fails() {
     append_range(&q, 0..1, 10);
     let err = TransactionQueue::open(options(&dir)).unwrap_err();
     assert!(err.to_string().contains("could not acquire lock"), "{err}");
+    // The lock file names the process that holds it.
+    assert!(
+        err.to_string().contains(&format!(
+            "(process {}, as its lock file says)",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    // Closing releases the lock.
+    q.close().unwrap();
+    let again = TransactionQueue::open(options(&dir)).unwrap();
+    assert_eq!(again.next_seqno(), Seqno(1));
+}
+
+#[test]
+fn a_sealed_segment_cut_short_is_an_error_that_says_so() {
+    let dir = TempDir::new("cut-sealed");
+    let mut opts = options(&dir);
+    opts.config.segment_size_bytes = 16 << 10;
+    {
+        let q = TransactionQueue::open(opts.clone()).unwrap();
+        append_range(&q, 0..100, 1000);
+        q.close().unwrap();
+    }
+    let first = dir
+        .0
+        .join(segment::segment_dir_name(Seqno(0)))
+        .join(log::LOG_FILE);
+    let len = std::fs::metadata(&first).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&first)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let q = TransactionQueue::open(opts).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(100));
+    let mut r = q.reader_from(Seqno(0)).unwrap();
+    let mut read = 0;
+    let err = loop {
+        match r.try_next() {
+            Ok(Some(t)) => {
+                assert_eq!(t, txn(read, 1000));
+                read += 1;
+            }
+            Ok(None) => panic!("read to the end despite the cut"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.seqno(), Some(Seqno(read)), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no block of the segment holds it"), "{text}");
+    assert!(
+        text.contains("ends in an incomplete block at byte"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("of {}", len - 100)), "{text}");
+    assert!(text.contains("was cut short"), "{text}");
 }
 
 #[test]
