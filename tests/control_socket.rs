@@ -1024,6 +1024,16 @@ fn a_stale_socket_is_replaced_and_other_files_are_left_alone() {
             socket.display()
         ),
     );
+    // The log commands point at the offline tool for a stopped service.
+    fails(
+        &ctl(&["--socket", socket.to_str().unwrap(), "log", "info"], None),
+        2,
+        &format!(
+            "shardrepctl: no shardrep service is listening on {}: is it running? (the queue \
+             of a stopped service: shardrep log info|list --queue DIR)\n",
+            socket.display()
+        ),
+    );
     let server = ControlServer::start(&socket, Fake::new(State::Online)).unwrap();
     let run = ctl(&["--socket", socket.to_str().unwrap(), "status"], None);
     assert_eq!(run.code, 0, "{run:?}");

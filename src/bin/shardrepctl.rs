@@ -299,34 +299,47 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             })?);
         }
         Command::Shard { command } => shard(&client, command, out)?,
-        Command::Log { command } => match command {
-            LogCommand::List { seqno, low, high } => {
-                let (low, high) = match seqno {
-                    Some(n) => (Some(n), Some(n)),
-                    None => (low, high),
-                };
-                if let (Some(l), Some(h)) = (low, high) {
-                    if l > h {
-                        return Err(Failure::Usage(format!("--low {l} is above --high {h}")));
-                    }
-                }
-                let v = client.request(&Request::LogList { low, high })?;
-                let entries = v.as_array().ok_or_else(|| bad_answer("a list"))?;
-                for entry in entries {
-                    if json {
-                        out.line(&entry["transaction"].to_string());
-                    } else {
-                        let text = entry["text"].as_str().ok_or_else(|| bad_answer("text"))?;
-                        out.line(text);
-                    }
-                }
+        Command::Log { command } => log(&client, command, json, out).map_err(|e| match e {
+            Failure::Usage(m) if m.starts_with("no shardrep service is listening") => {
+                Failure::Usage(format!(
+                    "{m} (the queue of a stopped service: shardrep log info|list --queue DIR)"
+                ))
             }
-            LogCommand::Info => out.value(&client.request(&Request::LogInfo)?),
-        },
+            other => other,
+        })?,
         Command::Handback { start_slave } => {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
         Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
+    }
+    Ok(())
+}
+
+/// `log list` and `log info`, through the control socket.
+fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Result<(), Failure> {
+    match command {
+        LogCommand::List { seqno, low, high } => {
+            let (low, high) = match seqno {
+                Some(n) => (Some(n), Some(n)),
+                None => (low, high),
+            };
+            if let (Some(l), Some(h)) = (low, high) {
+                if l > h {
+                    return Err(Failure::Usage(format!("--low {l} is above --high {h}")));
+                }
+            }
+            let v = client.request(&Request::LogList { low, high })?;
+            let entries = v.as_array().ok_or_else(|| bad_answer("a list"))?;
+            for entry in entries {
+                if json {
+                    out.line(&entry["transaction"].to_string());
+                } else {
+                    let text = entry["text"].as_str().ok_or_else(|| bad_answer("text"))?;
+                    out.line(text);
+                }
+            }
+        }
+        LogCommand::Info => out.value(&client.request(&Request::LogInfo)?),
     }
     Ok(())
 }
