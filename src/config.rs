@@ -16,7 +16,7 @@
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
 //! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms`, `allow_native_replication` |
 //! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
-//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms` |
+//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms`, `parallelism`, `commit_window_seqnos`, `compound_blocks` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
 //! | `[control]`      | `socket` |
 //!
@@ -465,6 +465,14 @@ pub struct ApplyConfig {
     /// far the channels may run apart, in seqnos. 1 to 4096, default 4096
     /// ([`defaults::APPLY_COMMIT_WINDOW_SEQNOS`] says why at most 4096).
     pub commit_window_seqnos: u64,
+    /// `compound_blocks`: send each batched block (row changes only) as
+    /// MariaDB compound statements (`BEGIN NOT ATOMIC … END`) that check
+    /// every statement's affected-row count on the replica and end with
+    /// the COMMIT: one reply per block instead of one per statement plus a
+    /// COMMIT round trip. A block whose check or statement fails is rolled
+    /// back and run statement by statement, which reports the error as
+    /// always. MariaDB 10.1.1 or later; default false.
+    pub compound_blocks: bool,
 }
 
 impl Default for ApplyConfig {
@@ -481,6 +489,7 @@ impl Default for ApplyConfig {
             retry_max_backoff_ms: defaults::APPLY_RETRY_MAX_BACKOFF_MS.default,
             parallelism: defaults::APPLY_PARALLELISM,
             commit_window_seqnos: defaults::APPLY_COMMIT_WINDOW_SEQNOS.default,
+            compound_blocks: defaults::APPLY_COMPOUND_BLOCKS,
         }
     }
 }

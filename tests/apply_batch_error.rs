@@ -49,8 +49,20 @@ async fn rows(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
 // two INSERTs ran. The service stops with that error, at that seqno, and
 // the replica holds nothing of the transaction; once the row is removed,
 // `online` applies everything exactly once.
+//
+// Then the same with `[apply] compound_blocks`: the compound statement
+// stops at the error before its COMMIT, and the statement-at-a-time path
+// reports it exactly as above. Then compound blocks of every kind of row
+// change, and a divergence under them. One test, so that each part's
+// seqnos are its own (tests of one file run at once on one master).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_error_inside_a_batch_rolls_the_whole_block_back() {
+    server_error_inside_a_batch(false).await;
+    server_error_inside_a_batch(true).await;
+    compound_blocks_apply_exactly_and_stop_at_a_divergence().await;
+}
+
+async fn server_error_inside_a_batch(compound: bool) {
     let sb = sandbox();
     stop_target_slave(sb).await;
     let schema = unique_schema("batch_err");
@@ -83,6 +95,7 @@ async fn a_server_error_inside_a_batch_rolls_the_whole_block_back() {
 
     let mut spec = ServiceSpec::new("batch_err", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
+    spec.compound_blocks = compound;
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
@@ -120,6 +133,81 @@ async fn a_server_error_inside_a_batch_rolls_the_whole_block_back() {
             .await
             .len(),
         3
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}
+
+// `[apply] compound_blocks`: blocks of inserts, merged updates, deletes and
+// fused delete+insert pairs end equal to the master; a row missing on the
+// replica (a divergence) still stops the service with 1032 at its seqno,
+// with nothing of its block committed.
+async fn compound_blocks_apply_exactly_and_stop_at_a_divergence() {
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("compound");
+    let q = quote_ident(&schema);
+    let ddl = format!(
+        "SET SESSION sql_log_bin = 0; CREATE DATABASE {q}; \
+         CREATE TABLE {q}.t (id INT PRIMARY KEY, u INT NOT NULL)"
+    );
+    for server in [Server::Master, TARGET, Server::Replica(1)] {
+        run(sb, server, &ddl).await;
+    }
+    let start = master_position(sb).await;
+    let mut load = format!("INSERT INTO {q}.t SELECT seq, seq FROM {q}.seq_1_to_200;");
+    for n in 0..40 {
+        let lo = 1 + (n * 5) % 180;
+        load.push_str(&format!(
+            "BEGIN; UPDATE {q}.t SET u = u + 1 WHERE id BETWEEN {lo} AND {hi}; \
+             DELETE FROM {q}.t WHERE id = {del}; INSERT INTO {q}.t VALUES ({ins}, {n}); \
+             UPDATE {q}.t SET u = u * 2 WHERE id = {one}; COMMIT;",
+            hi = lo + 6,
+            del = 200 - n,
+            ins = 1000 + n,
+            one = lo + 3,
+        ));
+    }
+    run(sb, Server::Master, &load).await;
+    let mut spec = ServiceSpec::new("compound", std::slice::from_ref(&schema), &start);
+    spec.channels = 2;
+    spec.compound_blocks = true;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(
+        assert_table_equal(sb, Server::Master, TARGET, &schema, "t")
+            .await
+            .len(),
+        200
+    );
+    // A divergence: the replica lost row 5, which the master updates in
+    // the same transaction as row 6.
+    run(
+        sb,
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 5"),
+    )
+    .await;
+    let before = rows(sb, TARGET, &schema).await;
+    run(
+        sb,
+        Server::Master,
+        &format!("BEGIN; UPDATE {q}.t SET u = 77 WHERE id = 6; UPDATE {q}.t SET u = 55 WHERE id = 5; COMMIT"),
+    )
+    .await;
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1032, "{s}");
+    assert_eq!(
+        rows(sb, TARGET, &schema).await,
+        before,
+        "nothing of the block committed"
     );
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
     spec.remove(sb).await;

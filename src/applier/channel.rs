@@ -92,6 +92,9 @@ pub struct ChannelSettings {
     pub retry_max_attempts: u32,
     /// Longest wait between retries.
     pub retry_max_backoff: Duration,
+    /// Send batched blocks as compound statements checked on the replica
+    /// (`[apply] compound_blocks`, see [`crate::config::ApplyConfig`]).
+    pub compound_blocks: bool,
 }
 
 /// Where a channel starts: its restart row as read at the start of the

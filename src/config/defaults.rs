@@ -110,6 +110,9 @@ pub const REPLICA_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
     DEFAULT_CONNECT_TIMEOUT_MS,
     POSITIVE,
 );
+/// `apply.compound_blocks`: off until measured in every setting of the
+/// catch-up benchmark (issue 17's note).
+pub const APPLY_COMPOUND_BLOCKS: bool = false;
 /// `replica.sql_log_bin`.
 pub const REPLICA_SQL_LOG_BIN: bool = true;
 /// `replica.preserve_origin`.

@@ -452,6 +452,9 @@ impl<'a> Builder<'a> {
                 &defaults::APPLY_COMMIT_WINDOW_SEQNOS,
                 raw.commit_window_seqnos,
             ),
+            compound_blocks: raw
+                .compound_blocks
+                .unwrap_or(defaults::APPLY_COMPOUND_BLOCKS),
         }
     }
 

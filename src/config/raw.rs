@@ -96,6 +96,7 @@ pub(super) struct RawApply {
     pub(super) retry_max_backoff_ms: Option<Int>,
     pub(super) parallelism: Option<String>,
     pub(super) commit_window_seqnos: Option<Int>,
+    pub(super) compound_blocks: Option<bool>,
 }
 
 /// `[shard_filter]` as written.

@@ -126,6 +126,7 @@ fn minimal_config_and_its_defaults() {
             retry_max_backoff_ms: 5000,
             parallelism: Parallelism::Row,
             commit_window_seqnos: 4096,
+            compound_blocks: false,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -198,6 +199,7 @@ retry_max_attempts = 0
 retry_max_backoff_ms = 100
 parallelism = "row"
 commit_window_seqnos = 500
+compound_blocks = true
 
 [shard_filter]
 map_file = "shard.map"
@@ -263,6 +265,7 @@ socket = "ctl.sock"
             retry_max_backoff_ms: 100,
             parallelism: Parallelism::Row,
             commit_window_seqnos: 500,
+            compound_blocks: true,
         }
     );
     assert_eq!(

@@ -69,6 +69,7 @@ impl Channels {
                 block_commit_interval: Duration::from_millis(config.apply.block_commit_interval_ms),
                 retry_max_attempts: config.apply.retry_max_attempts,
                 retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
+                compound_blocks: config.apply.compound_blocks,
             };
             let start = ChannelStart {
                 row: rows

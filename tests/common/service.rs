@@ -73,6 +73,8 @@ pub struct ServiceSpec {
     /// The replica's user, when not the sandbox's (an account of the
     /// test's own).
     pub replica_user: Option<String>,
+    /// `[apply] compound_blocks`.
+    pub compound_blocks: bool,
 }
 
 impl ServiceSpec {
@@ -98,6 +100,7 @@ impl ServiceSpec {
             parallelism: "row",
             replica_password: None,
             replica_user: None,
+            compound_blocks: false,
         }
     }
 
@@ -143,6 +146,7 @@ channels = {channels}
 block_commit_txns = {block}
 block_commit_interval_ms = {interval}
 parallelism = "{parallelism}"
+compound_blocks = {compound}
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
@@ -167,6 +171,7 @@ socket = "{socket}"
             block = self.block,
             interval = self.block_interval_ms,
             parallelism = self.parallelism,
+            compound = self.compound_blocks,
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),

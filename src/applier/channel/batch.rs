@@ -69,23 +69,40 @@ struct Run<'t> {
 /// The SQL of a batched block as it is built: full queries waiting to be
 /// sent, and the query being filled, each with the checks of its
 /// statements in order.
+///
+/// In compound mode (`[apply] compound_blocks`) each query is one MariaDB
+/// compound statement, `BEGIN NOT ATOMIC … END`, in which every checked
+/// statement is followed by its check
+/// (`IF ROW_COUNT() < n THEN SIGNAL SQLSTATE '45000' … END IF`), and the
+/// last one ends with `COMMIT`: the replica answers each query once, and
+/// a failed check stops it before the COMMIT.
 struct Batch {
     full: Vec<(String, Vec<Check>)>,
     text: String,
     checks: Vec<Check>,
     /// One statement's SQL, reused.
     sql: String,
+    /// Compound statements (see above).
+    compound: bool,
 }
+
+/// The SQLSTATE and message of a failed check in a compound statement.
+pub(super) const COMPOUND_CHECK_FAILED: &str =
+    "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardrep: a statement of the block affected \
+     fewer rows than its row changes'";
 
 impl Batch {
     /// A batch that starts with `START TRANSACTION`.
-    fn new() -> Batch {
-        Batch {
+    fn new(compound: bool) -> Batch {
+        let mut batch = Batch {
             full: Vec::new(),
-            text: String::from("START TRANSACTION"),
-            checks: vec![Check::none(0)],
+            text: String::new(),
+            checks: Vec::new(),
             sql: String::new(),
-        }
+            compound,
+        };
+        batch.push(Some("START TRANSACTION"), Check::none(0));
+        batch
     }
 
     /// Appends `sql` (or, with `None`, the statement in `self.sql`),
@@ -94,20 +111,52 @@ impl Batch {
     fn push(&mut self, sql: Option<&str>, check: Check) {
         let sql = sql.unwrap_or(&self.sql);
         if self.text.len() + sql.len() > BATCH_BYTES && !self.checks.is_empty() {
+            if self.compound {
+                self.text.push_str("END");
+            }
             self.full.push((
                 std::mem::take(&mut self.text),
                 std::mem::take(&mut self.checks),
             ));
         }
-        if !self.text.is_empty() {
-            self.text.push_str(";\n");
+        if !self.compound {
+            if !self.text.is_empty() {
+                self.text.push_str(";\n");
+            }
+            self.text.push_str(sql);
+            self.checks.push(check);
+            return;
+        }
+        if self.text.is_empty() {
+            self.text.push_str("BEGIN NOT ATOMIC\n");
         }
         self.text.push_str(sql);
+        self.text.push_str(";\n");
+        // The same rules as Channel::check_affected and the merged
+        // updates' check in send_full.
+        let least = match &check.statement {
+            _ if check.restart => Some(("<>", 1)),
+            Some((statement, _)) if check.merged || statement.kind != RowKind::Insert => {
+                Some(("<", statement.expected_rows))
+            }
+            _ => None,
+        };
+        if let Some((op, n)) = least {
+            use std::fmt::Write as _;
+            let _ = writeln!(
+                self.text,
+                "IF ROW_COUNT() {op} {n} THEN {COMPOUND_CHECK_FAILED}; END IF;"
+            );
+        }
         self.checks.push(check);
     }
 
-    /// Closes the query being filled: everything is ready to send.
+    /// Closes the query being filled (with the COMMIT in compound mode):
+    /// everything is ready to send.
     fn finish(&mut self) {
+        if self.compound {
+            self.text.push_str("COMMIT;\nEND");
+        }
         self.full.push((
             std::mem::take(&mut self.text),
             std::mem::take(&mut self.checks),
@@ -129,7 +178,7 @@ impl Channel {
         row: &RestartRow,
     ) -> Attempt {
         let mut run: Option<Run> = None;
-        let mut batch = Batch::new();
+        let mut batch = Batch::new(self.settings.compound_blocks);
         let mut planned = Vec::new();
         for (index, (txn, epoch)) in todo.iter().enumerate() {
             let mut next = 0;
@@ -244,6 +293,10 @@ impl Channel {
         );
         batch.finish();
         self.send_full(&mut batch, todo, row).await?;
+        if batch.compound {
+            // Checked and committed on the replica.
+            return Ok(());
+        }
         // Every count checked: only now commit (a divergence must never
         // commit with the restart row).
         self.exec_text("COMMIT", Some((last, *epoch))).await?;
@@ -316,6 +369,19 @@ impl Channel {
         row: &RestartRow,
     ) -> Attempt {
         for (query, checks) in std::mem::take(&mut batch.full) {
+            if batch.compound {
+                // One reply; a failed check or statement stops the query
+                // before its COMMIT, and the caller rolls back and runs
+                // the block statement by statement, which names it.
+                if let Err(e) = self.conn.query_drop(query.as_str()).await {
+                    let (txn, epoch) = todo[checks.last().map_or(0, |c| c.txn)];
+                    return Err((
+                        self.error_at(Some((txn, *epoch)), &elide(&query), &e),
+                        Some(e),
+                    ));
+                }
+                continue;
+            }
             let mut affected = Vec::with_capacity(checks.len());
             let outcome: Result<(), mysql_async::Error> = async {
                 let mut result = self.conn.query_iter(query.as_str()).await?;
