@@ -35,7 +35,8 @@
 #                        log_slave_updates, sync_binlog as --durability says),
 #                        "off" (no binlog on the replica), or "on off" (both)
 #   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock";
-#                        also shardrep-row and shardrep-shard (shardrep with
+#                        also shardrep-compound ([apply] compound_blocks = true),
+#                        shardrep-row and shardrep-shard (shardrep with
 #                        [apply] parallelism = "row" or "shard"; shardrep itself
 #                        runs the default, "row"); shardrep-base runs the
 #                        binary named by CATCHUP_BASE_SHARDREP with the
@@ -80,7 +81,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-row shardrep-shard shardrep-base"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-base"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -480,6 +481,7 @@ apply_lines() {  # MODE
     local own='' e
     case "$1" in
         shardrep-noblock) own='block_commit_txns = 1' ;;
+        shardrep-compound) own='compound_blocks = true' ;;
         shardrep-row) own='parallelism = "row"' ;;
         shardrep-shard) own='parallelism = "shard"' ;;
     esac
@@ -612,7 +614,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-row|shardrep-shard|shardrep-base)
+        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-base)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')
