@@ -471,7 +471,9 @@ pub struct ApplyConfig {
     /// the COMMIT: one reply per block instead of one per statement plus a
     /// COMMIT round trip. A block whose check or statement fails is rolled
     /// back and run statement by statement, which reports the error as
-    /// always. MariaDB 10.1.1 or later; default false.
+    /// always. MariaDB 10.1.1 or later (a channel on another server sends
+    /// multi-statement blocks, with a warning); default true
+    /// ([`defaults::APPLY_COMPOUND_BLOCKS`] says why).
     pub compound_blocks: bool,
 }
 

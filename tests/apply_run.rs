@@ -191,6 +191,9 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
     let mut spec = ServiceSpec::new("o", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
     spec.block = 1;
+    // The multi-statement form (compound blocks are checked in
+    // apply_batch_error).
+    spec.compound_blocks = false;
     let service = spec.service.clone();
     let report = spec.run_until_idle(sb).expect("run succeeds");
     replica

@@ -383,6 +383,27 @@ impl Channel {
             temp_tables: TempTables::default(),
         };
         channel.setup_session().await?;
+        if channel.settings.compound_blocks {
+            // Compound statements are MariaDB's (10.1.1 and later): on
+            // another server every block would fail and run statement by
+            // statement.
+            let version: Option<String> = channel
+                .conn
+                .query_first("SELECT VERSION()")
+                .await
+                .map_err(|e| channel.error_at(None, "SELECT VERSION()", &e))?;
+            let version = version.unwrap_or_default();
+            let (major, minor, patch) = channel.conn.server_version();
+            if !version.contains("MariaDB") || (major, minor, patch) < (10, 1, 1) {
+                tracing::warn!(
+                    channel = channel.settings.channel.get(),
+                    version = %version,
+                    "[apply] compound_blocks needs MariaDB 10.1.1 or later: this channel sends \
+                     multi-statement blocks instead"
+                );
+                channel.settings.compound_blocks = false;
+            }
+        }
         Ok(channel)
     }
 

@@ -126,7 +126,7 @@ fn minimal_config_and_its_defaults() {
             retry_max_backoff_ms: 5000,
             parallelism: Parallelism::Row,
             commit_window_seqnos: 4096,
-            compound_blocks: false,
+            compound_blocks: true,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -199,7 +199,7 @@ retry_max_attempts = 0
 retry_max_backoff_ms = 100
 parallelism = "row"
 commit_window_seqnos = 500
-compound_blocks = true
+compound_blocks = false
 
 [shard_filter]
 map_file = "shard.map"
@@ -265,7 +265,7 @@ socket = "ctl.sock"
             retry_max_backoff_ms: 100,
             parallelism: Parallelism::Row,
             commit_window_seqnos: 500,
-            compound_blocks: true,
+            compound_blocks: false,
         }
     );
     assert_eq!(

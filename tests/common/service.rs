@@ -73,7 +73,7 @@ pub struct ServiceSpec {
     /// The replica's user, when not the sandbox's (an account of the
     /// test's own).
     pub replica_user: Option<String>,
-    /// `[apply] compound_blocks`.
+    /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
 }
 
@@ -100,7 +100,7 @@ impl ServiceSpec {
             parallelism: "row",
             replica_password: None,
             replica_user: None,
-            compound_blocks: false,
+            compound_blocks: true,
         }
     }
 
