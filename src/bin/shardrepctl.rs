@@ -299,14 +299,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             })?);
         }
         Command::Shard { command } => shard(&client, command, out)?,
-        Command::Log { command } => log(&client, command, json, out).map_err(|e| match e {
-            Failure::Usage(m) if m.starts_with("no shardrep service is listening") => {
-                Failure::Usage(format!(
-                    "{m} (the queue of a stopped service: shardrep log info|list --queue DIR)"
-                ))
-            }
-            other => other,
-        })?,
+        Command::Log { command } => log(&client, command, json, out)?,
         Command::Handback { start_slave } => {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
@@ -328,7 +321,7 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
                     return Err(Failure::Usage(format!("--low {l} is above --high {h}")));
                 }
             }
-            let v = client.request(&Request::LogList { low, high })?;
+            let v = log_request(client, &Request::LogList { low, high })?;
             let entries = v.as_array().ok_or_else(|| bad_answer("a list"))?;
             for entry in entries {
                 if json {
@@ -339,9 +332,20 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
                 }
             }
         }
-        LogCommand::Info => out.value(&client.request(&Request::LogInfo)?),
+        LogCommand::Info => out.value(&log_request(client, &Request::LogInfo)?),
     }
     Ok(())
+}
+
+/// A `log` request; with no service listening, the error points at the
+/// offline tool that reads a stopped service's queue.
+fn log_request(client: &Client, request: &Request) -> Result<Value, Failure> {
+    client.request(request).map_err(|e| match e {
+        e @ ClientError::NotRunning { .. } => Failure::Usage(format!(
+            "{e} (the queue of a stopped service: shardrep log info|list --queue DIR)"
+        )),
+        other => other.into(),
+    })
 }
 
 fn bad_answer(what: &str) -> Failure {

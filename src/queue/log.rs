@@ -302,13 +302,11 @@ impl Log {
     /// 0600) with its header, and fsyncs it.
     ///
     /// # Errors
-    /// [`LogError::Io`].
-    pub fn create(path: &Path, start: Seqno) -> Result<(), LogError> {
-        let mut file = super::private::create_file(path)
-            .map_err(io_error(format!("create {}", path.display())))?;
-        file.write_all(&file_header(start))
-            .and_then(|()| file.sync_all())
-            .map_err(io_error(format!("write the header of {}", path.display())))
+    /// The I/O error of the create, the write or the fsync.
+    pub fn create(path: &Path, start: Seqno) -> std::io::Result<()> {
+        let mut file = super::private::create_file(path)?;
+        file.write_all(&file_header(start))?;
+        file.sync_all()
     }
 
     /// Opens the log file `path` of the segment starting at `start` and

@@ -410,6 +410,11 @@ struct Inner {
 /// [`QueueError::Io`].
 fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, QueueError> {
     let path = dir.join(LOCK_FILE);
+    let io = |op: &str, source: std::io::Error| QueueError::Io {
+        dir: dir.to_path_buf(),
+        op: format!("{op} {}", path.display()),
+        source,
+    };
     let opened = match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -428,21 +433,9 @@ fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Queu
                 tracing::debug!(error = %e, "read-only queue open without its lock file");
                 return Ok(None);
             }
-            Err(e) => {
-                return Err(QueueError::Io {
-                    dir: dir.to_path_buf(),
-                    op: format!("create {}", path.display()),
-                    source: e,
-                })
-            }
+            Err(e) => return Err(io("create", e)),
         },
-        Err(e) => {
-            return Err(QueueError::Io {
-                dir: dir.to_path_buf(),
-                op: format!("open {}", path.display()),
-                source: e,
-            })
-        }
+        Err(e) => return Err(io("open", e)),
     };
     let deadline = Instant::now() + LOCK_WAIT;
     loop {
@@ -471,13 +464,7 @@ fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Queu
                     holder,
                 });
             }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(QueueError::Io {
-                    dir: dir.to_path_buf(),
-                    op: format!("lock {}", path.display()),
-                    source: e,
-                })
-            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", e)),
         }
     }
 }

@@ -299,7 +299,6 @@ impl Segment {
         let marked = dir.join(HAS_DATA_MARKER).exists();
         let legacy =
             !dir.join(LOG_FILE).exists() && (dir.join("conf").exists() || dir.join("db").exists());
-        let footprint = if legacy { 2 } else { 1 };
         Segment {
             start,
             dir,
@@ -309,7 +308,7 @@ impl Segment {
             open_count,
             measured_bytes: AtomicU64::new(measured),
             written_since: AtomicU64::new(0),
-            written_total: AtomicU64::new(measured / footprint),
+            written_total: AtomicU64::new(measured / footprint(legacy)),
             remove_on_drop: AtomicBool::new(false),
             marked: AtomicBool::new(marked),
         }
@@ -375,13 +374,8 @@ impl Segment {
                 .map_err(|e| io(format!("delete {}", tmp.display()), e))?;
         }
         super::private::create_dir(&tmp).map_err(|e| io(format!("create {}", tmp.display()), e))?;
-        Log::create(&tmp.join(LOG_FILE), start).map_err(|e| match e {
-            LogError::Io { op, source } => io(op, source),
-            other => io(
-                format!("create {}", tmp.display()),
-                std::io::Error::other(other.to_string()),
-            ),
-        })?;
+        let log = tmp.join(LOG_FILE);
+        Log::create(&log, start).map_err(|e| io(format!("create {}", log.display()), e))?;
         sync_path(&tmp).map_err(|e| io(format!("fsync {}", tmp.display()), e))?;
         std::fs::rename(&tmp, &final_dir)
             .map_err(|e| io(format!("rename {} to {name}", tmp.display()), e))?;
@@ -420,8 +414,9 @@ impl Segment {
         }
     }
 
-    /// A log error met while opening the segment.
-    fn open_error(&self, e: LogError) -> QueueError {
+    /// A log error met while opening, writing or flushing the segment
+    /// (not a read: see [`Segment::read_error`]).
+    fn log_error(&self, e: LogError) -> QueueError {
         match e {
             LogError::Io { op, source } => self.segment_io(op, source),
             LogError::Damaged { offset, .. } => QueueError::SegmentCorrupt {
@@ -481,7 +476,7 @@ impl Segment {
                         });
                     }
                     Store::Log(Arc::new(
-                        Log::open(&path, self.start).map_err(|e| self.open_error(e))?,
+                        Log::open(&path, self.start).map_err(|e| self.log_error(e))?,
                     ))
                 };
                 self.open_count.fetch_add(1, Ordering::Relaxed);
@@ -534,22 +529,12 @@ impl Segment {
         self.state().db.is_some()
     }
 
-    /// Bytes on disk per block byte: 2 for sled (measured 1.9-2.0), 1 for
-    /// a log (plus 20 bytes a block).
-    fn footprint(&self) -> u64 {
-        if self.legacy {
-            2
-        } else {
-            1
-        }
-    }
-
     /// Estimated bytes on disk: the last measurement plus the block bytes
     /// written since (twice them for sled, whose log holds about two bytes
     /// per byte written).
     pub fn estimated_bytes(&self) -> u64 {
         self.measured_bytes.load(Ordering::Relaxed)
-            + self.footprint() * self.written_since.load(Ordering::Relaxed)
+            + footprint(self.legacy) * self.written_since.load(Ordering::Relaxed)
     }
 
     /// Accounts `n` block bytes written.
@@ -561,7 +546,7 @@ impl Segment {
     /// Whether the segment is full for a segment size of `segment_bytes`:
     /// its record bytes (twice them for sled) reach it.
     pub fn is_full(&self, segment_bytes: u64) -> bool {
-        self.footprint() * self.written_total.load(Ordering::Relaxed) >= segment_bytes
+        footprint(self.legacy) * self.written_total.load(Ordering::Relaxed) >= segment_bytes
     }
 
     /// Measures the directory's size on disk now and resets the estimate.
@@ -617,7 +602,7 @@ impl Segment {
         let Store::Log(log) = &*db else {
             return Ok(0);
         };
-        let Some(torn) = log.cut_torn_tail().map_err(|e| self.open_error(e))? else {
+        let Some(torn) = log.cut_torn_tail().map_err(|e| self.log_error(e))? else {
             return Ok(0);
         };
         let cut = torn.file_len - torn.valid_end;
@@ -713,13 +698,7 @@ impl Segment {
     pub fn write_block(&self, first: Seqno, bytes: &[u8]) -> Result<(), QueueError> {
         let db = self.db()?;
         let log = self.log_for_write(&db, first)?;
-        log.append(first, bytes).map_err(|e| match e {
-            LogError::Io { op, source } => self.segment_io(op, source),
-            other => self.segment_io(
-                format!("append the block of seqno {first}"),
-                std::io::Error::other(other.to_string()),
-            ),
-        })?;
+        log.append(first, bytes).map_err(|e| self.log_error(e))?;
         self.add_written(bytes.len() as u64);
         Ok(())
     }
@@ -778,13 +757,7 @@ impl Segment {
         let mut value = [0u8; EXTERNAL_VALUE_LEN];
         value[0] = EXTERNAL_TAG;
         value[1..].copy_from_slice(&len.to_le_bytes());
-        log.append(seqno, &value).map_err(|e| match e {
-            LogError::Io { op, source } => self.segment_io(op, source),
-            other => self.segment_io(
-                format!("append the reference to the record of seqno {seqno}"),
-                std::io::Error::other(other.to_string()),
-            ),
-        })?;
+        log.append(seqno, &value).map_err(|e| self.log_error(e))?;
         self.add_written(len);
         Ok(())
     }
@@ -968,7 +941,7 @@ impl Segment {
     pub fn flush(&self) -> Result<(), QueueError> {
         let db = self.db()?;
         match &*db {
-            Store::Log(log) => log.sync().map_err(|e| self.open_error(e)),
+            Store::Log(log) => log.sync().map_err(|e| self.log_error(e)),
             Store::Sled(db) => {
                 db.flush().map_err(|e| self.storage("flush (fsync)", e))?;
                 Ok(())
@@ -1093,6 +1066,16 @@ fn open_sled_once(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
                 reason: format!("sled panicked while recovering its log: {reason}"),
             })
         }
+    }
+}
+
+/// Bytes on disk per block byte of a segment: 2 for sled (`legacy`;
+/// measured 1.9-2.0), 1 for a log file (plus 20 bytes a block).
+fn footprint(legacy: bool) -> u64 {
+    if legacy {
+        2
+    } else {
+        1
     }
 }
 
