@@ -62,7 +62,10 @@
 # the golden datadir and the shardrep queues; CATCHUP_PORT (default 25306) is
 # the master's port, the replica uses CATCHUP_PORT+1; CATCHUP_BASE_SHARDREP a
 # `shardrep` binary of another build for mode shardrep-base (e.g. a copy of
-# target/release/shardrep built at the commit before a change); CATCHUP_RESULTS (default
+# target/release/shardrep built at the commit before a change); CATCHUP_SHARDREP
+# the binary of modes shardrep, shardrep-noblock, ... (default: build
+# target/release/shardrep; a wrapper script that execs a binary works too,
+# e.g. under `perf stat`); CATCHUP_RESULTS (default
 # bench/results/catchup-<timestamp>) the output; CATCHUP_CACHE_BUFFER_POOL (1G),
 # CATCHUP_IO_BUFFER_POOL (64M), CATCHUP_MASTER_BUFFER_POOL (2G) the replica's
 # and master's innodb_buffer_pool_size; CATCHUP_SERVER_ID (25401) shardrep's
@@ -237,9 +240,14 @@ if [ "${#need[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || die "cargo is needed to build shardrep (https://rustup.rs)"
-say "building shardrep (release)"
-cargo build --release --quiet --bin shardrep
-shardrep=$root/target/release/shardrep
+shardrep=${CATCHUP_SHARDREP:-}
+if [ -z "$shardrep" ]; then
+    say "building shardrep (release)"
+    cargo build --release --quiet --bin shardrep
+    shardrep=$root/target/release/shardrep
+fi
+[ -x "$shardrep" ] || die "CATCHUP_SHARDREP=$shardrep is not an executable file"
+shardrep=$(cd "$(dirname "$shardrep")" && pwd)/$(basename "$shardrep")
 base_shardrep=${CATCHUP_BASE_SHARDREP:-}
 if [[ " $modes " == *" shardrep-base "* ]]; then
     [ -n "$base_shardrep" ] || die "mode shardrep-base runs the binary named by CATCHUP_BASE_SHARDREP, which is not set"
