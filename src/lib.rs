@@ -32,6 +32,7 @@
 pub mod applier;
 pub mod backoff;
 pub mod catalog;
+pub mod check;
 pub mod config;
 pub mod control;
 pub mod event;

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("extractor", 3),
     ("queue", 3),
     ("replica", 4),
+    ("check", 4),
     ("scheduler", 4),
     ("applier", 4),
     ("replicator", 5),
