@@ -57,6 +57,7 @@ use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno, SeqnoRan
 use crate::shard::writeset::{Key, Writeset};
 
 pub mod dependencies;
+pub mod hold;
 pub mod placement;
 pub mod row;
 
@@ -252,6 +253,10 @@ pub struct SchedulerSettings {
     /// row's record of seqnos committed above the mark (`committed_above`,
     /// at most this many seqnos: [`crate::applier::restart`]).
     pub commit_window: u64,
+    /// A consistency check's hold on this run ([`hold::Hold`]): the
+    /// scheduler pauses, or runs up to a binlog position and stops there
+    /// with everything committed, when it asks.
+    pub hold: Option<Arc<hold::Hold>>,
 }
 
 impl SchedulerSettings {
@@ -270,6 +275,7 @@ impl SchedulerSettings {
             expected_positions: Vec::new(),
             row_fill: 0,
             commit_window: 0,
+            hold: None,
         }
     }
 }
@@ -391,6 +397,17 @@ where
             )))
         }
     };
+    // A check's hold: once everything sent is committed, wait where the
+    // hold says (until it moves on, a stop request or an error).
+    let keep_holding = || !stop.load(Ordering::Acquire) && progress.error().is_none();
+    let hold_here = |hold: &hold::Hold,
+                     last_sent: &[Option<Seqno>],
+                     last: Option<&Marker>|
+     -> Result<(), SchedulerError> {
+        barrier(last_sent)?;
+        hold.stop_here(last.map(|m| (m.seqno, &m.event_id)), keep_holding);
+        Ok(())
+    };
     loop {
         if let Some(e) = progress.error() {
             return Err(SchedulerError::Apply(Box::new(e)));
@@ -476,8 +493,26 @@ where
             // Status: the in-flight window as the channels commit (it is
             // otherwise noted at each placement only).
             row::note_in_flight(&mut placer, progress, &counters.row, channels);
+            let last = last_marker.as_deref();
+            if let Some(hold) = settings
+                .hold
+                .as_deref()
+                .filter(|h| h.must_stop(None, last.map(|m| &m.event_id)))
+            {
+                hold_here(hold, &last_sent, last)?;
+            }
             continue;
         };
+        if let Some(hold) = &settings.hold {
+            // The transaction in hand waits while the hold says so (a stop
+            // request or an error ends the wait: the hold is dropped then).
+            let last = last_marker.as_deref();
+            while hold.must_stop(Some(&txn.end_position), last.map(|m| &m.event_id))
+                && keep_holding()
+            {
+                hold_here(hold, &last_sent, last)?;
+            }
+        }
         let seqno = txn.seqno;
         while let Some(expected) = settings.expected_positions.get(next_expected) {
             if expected.seqno > seqno {
@@ -1118,5 +1153,112 @@ mod tests {
         // Later seqnos may wait again for channel 2's commits.
         assert!(counters.window_waits.load(Ordering::Relaxed) >= 1);
         assert_eq!(progress.low_water(), Some(last));
+    }
+
+    // A consistency check's hold: paused before the first transaction,
+    // then run up to a position and held there with everything up to it
+    // committed and nothing after it sent, then released to the end.
+    #[test]
+    fn a_hold_stops_the_run_at_a_binlog_position_with_everything_before_committed() {
+        let channels = 2;
+        let progress = Arc::new(Progress::new(&vec![None; channels]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for c in 0..channels {
+            let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
+            senders.push(tx);
+            let (progress, seen) = (progress.clone(), seen.clone());
+            threads.push(std::thread::spawn(move || {
+                for work in rx {
+                    match work {
+                        Work::Apply { txn, .. } => {
+                            std::thread::sleep(Duration::from_millis(2));
+                            seen.lock().unwrap().push(txn.seqno.get());
+                            progress.set_committed(c, txn.seqno);
+                        }
+                        Work::Stop(_) => break,
+                        Work::Sync(_) => {}
+                    }
+                }
+            }));
+        }
+        let hold = Arc::new(hold::Hold::new(None));
+        let checker = {
+            let (hold, seen) = (hold.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let paused = hold.pause(Duration::from_secs(10)).unwrap();
+                let at_pause = seen.lock().unwrap().len();
+                // Transactions end at 100 + seqno: up to seqno 5 inclusive.
+                let last = hold
+                    .hold_at(
+                        BinlogPosition::new("b.000001", 105).unwrap(),
+                        Duration::from_secs(10),
+                    )
+                    .unwrap();
+                let mut held = seen.lock().unwrap().clone();
+                held.sort_unstable();
+                std::thread::sleep(Duration::from_millis(50));
+                let still = seen.lock().unwrap().len();
+                hold.confirm().unwrap();
+                hold.release();
+                (paused, at_pause, last, held, still)
+            })
+        };
+        while !hold.must_stop(None, None) {
+            std::thread::yield_now();
+        }
+        let mut settings = SchedulerSettings::until(Seqno(11));
+        settings.hold = Some(hold.clone());
+        let mut queue = (0..12).map(|s| txn(s, if s % 2 == 0 { "a" } else { "b" }, 1, "DO 1"));
+        // Shards a and b (channels 1 and 2 of Fixed) on channels 0 and 1.
+        struct Two(Fixed);
+        impl Router for Two {
+            fn route(&mut self, txn: &Transaction) -> Route {
+                match self.0.route(txn) {
+                    Route::Apply { channel, critical } => Route::Apply {
+                        channel: ChannelId::recorded((channel.index() as u16 + 1) % 2),
+                        critical,
+                    },
+                    other => other,
+                }
+            }
+        }
+        run(
+            |_| {
+                Ok(queue.next().map(|txn| Queued {
+                    txn,
+                    epoch: Epoch(0),
+                    gtid_position: GtidPos::new(),
+                }))
+            },
+            &mut Two(Fixed),
+            &senders,
+            &progress,
+            &SchedulerCounters::default(),
+            &AtomicBool::new(false),
+            &settings,
+        )
+        .unwrap();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let (paused, at_pause, last, held, still) = checker.join().unwrap();
+        assert_eq!(paused, (None, None), "paused before the first transaction");
+        assert_eq!(at_pause, 0);
+        assert_eq!(last, Some(Seqno(5)));
+        assert_eq!(
+            held,
+            vec![0, 1, 2, 3, 4, 5],
+            "all up to the position committed, none after"
+        );
+        assert_eq!(still, 6, "nothing sent while held");
+        let mut all = seen.lock().unwrap().clone();
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            (0..12).collect::<Vec<u64>>(),
+            "released: the rest applied"
+        );
     }
 }

@@ -201,6 +201,8 @@ pub fn run(
         expected_positions,
         row_fill: config.apply.block_commit_txns as usize,
         commit_window: config.apply.commit_window_seqnos,
+        // Not wired yet: the consistency check (issue 18) will hold here.
+        hold: None,
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),
