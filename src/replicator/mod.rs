@@ -34,6 +34,7 @@
 //! - [`service`] and [`state`]: the service around runs, and its states.
 
 mod channels;
+pub mod check;
 mod error;
 pub mod extract;
 mod extract_only;

@@ -57,6 +57,8 @@ pub struct RunOptions {
     pub observer: Option<Arc<Observer>>,
     /// A new shard map for the running filter (shard edits).
     pub map_updates: Option<Arc<Mutex<Option<ShardMap>>>>,
+    /// A consistency check's hold on the scheduler ([`crate::scheduler::hold`]).
+    pub hold: Option<Arc<crate::scheduler::hold::Hold>>,
 }
 
 /// The live parts of a running pipeline, for status: filled by [`run`]
@@ -191,6 +193,14 @@ pub fn run(
         },
         native,
     )?;
+    if let Some(hold) = &options.hold {
+        // Where the scheduler stands before it handles anything: the
+        // restart rows' common position (with gaps between the channels,
+        // the transactions re-read first tell).
+        let first = start.rows.first().map(|r| (r.seqno, r.event_id.clone()));
+        let common = first.filter(|(s, _)| start.rows.iter().all(|r| r.seqno == *s));
+        hold.resume_after(common.and_then(|(_, p)| p));
+    }
     let settings = SchedulerSettings {
         sync_interval_seqnos: config.apply.sync_interval_seqnos,
         stop_after: None,
@@ -201,8 +211,7 @@ pub fn run(
         expected_positions,
         row_fill: config.apply.block_commit_txns as usize,
         commit_window: config.apply.commit_window_seqnos,
-        // Not wired yet: the consistency check (issue 18) will hold here.
-        hold: None,
+        hold: options.hold.clone(),
     };
     let outcome = scheduler::run(
         |timeout| feed.next(timeout),

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::check::{CheckRequest, CheckState, CheckStatus};
 use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
 use crate::applier::progress::Progress;
@@ -39,6 +40,7 @@ use crate::event::Transaction;
 use crate::mysql::QueryNoLog;
 use crate::position::{BinlogPosition, ChannelId, GtidPos, Seqno};
 use crate::queue::{QueueInfo, QueueOptions, TransactionQueue};
+use crate::scheduler::hold::Hold;
 use crate::shard::channel::ChannelAssignment;
 use crate::shard::map::{ShardEntry, ShardMap};
 use crate::shard::store;
@@ -65,6 +67,8 @@ pub struct Service {
     stop_when_idle: bool,
     /// This service (runs hold a strong reference while they go on).
     me: std::sync::Weak<Service>,
+    /// The last consistency check's status, while it runs and after.
+    check: Mutex<Option<Arc<Mutex<CheckStatus>>>>,
 }
 
 struct Inner {
@@ -102,6 +106,8 @@ struct ActiveRun {
     immediate: Arc<AtomicBool>,
     stop_at: Arc<AtomicU64>,
     observer: Arc<Observer>,
+    /// A consistency check's hold on the run's scheduler.
+    hold: Arc<Hold>,
 }
 
 fn failed(message: impl Into<String>) -> ServiceError {
@@ -143,7 +149,87 @@ impl Service {
             map_updates: Arc::new(Mutex::new(None)),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             stop_when_idle,
+            check: Mutex::new(None),
         })
+    }
+
+    /// Starts a consistency check ([`super::check`]) on a thread of its
+    /// own and returns at once; [`Service::check_status`] follows it.
+    ///
+    /// # Errors
+    /// [`ServiceError::IllegalState`] unless the service is ONLINE, or
+    /// while another check runs; [`ServiceError::Unsupported`] without a
+    /// live source (the master to compare with).
+    pub fn start_check(&self, request: CheckRequest) -> Result<(), ServiceError> {
+        let live = self.config.source.live().ok_or_else(|| {
+            ServiceError::Unsupported(
+                "a consistency check compares with the master: it needs a live source".into(),
+            )
+        })?;
+        let shards: Vec<String> = if request.tables.is_empty() && request.schemas.is_empty() {
+            self.shard_map()?
+                .iter()
+                .map(|e| e.shard_id.clone())
+                .filter(|s| s != crate::event::UNKNOWN_SHARD)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let inner = self.lock();
+        let state = inner.machine.state();
+        let hold = match &inner.run {
+            Some(run) if state == State::Online => run.hold.clone(),
+            _ => {
+                return Err(ServiceError::illegal_state(format!(
+                    "a consistency check needs the service ONLINE (it holds the channels at \
+                     the master's snapshot for a moment); it is {state}"
+                )))
+            }
+        };
+        drop(inner);
+        let mut slot = self.check.lock().expect("check slot");
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.lock().expect("check status").state == CheckState::Running)
+        {
+            return Err(ServiceError::illegal_state(
+                "a consistency check is already running (status --name check)".to_string(),
+            ));
+        }
+        let status = Arc::new(Mutex::new(CheckStatus::default()));
+        *slot = Some(status.clone());
+        let master = crate::mysql::connection_opts(
+            &live.host,
+            live.port,
+            None,
+            &live.user,
+            live.password.expose(),
+        );
+        let replica = super::replica_opts(&self.config);
+        std::thread::Builder::new()
+            .name("shardrep-check".into())
+            .spawn(move || {
+                super::check::run_check(
+                    master,
+                    replica,
+                    hold,
+                    shards,
+                    request,
+                    status,
+                    Arc::new(AtomicBool::new(false)),
+                )
+            })
+            .map_err(|e| failed(format!("cannot start the check's thread: {e}")))?;
+        Ok(())
+    }
+
+    /// The last consistency check's status (`None`: none ran).
+    pub fn check_status(&self) -> Option<CheckStatus> {
+        self.check
+            .lock()
+            .expect("check slot")
+            .as_ref()
+            .map(|s| s.lock().expect("check status").clone())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -271,6 +357,7 @@ impl Service {
             immediate: Arc::new(AtomicBool::new(false)),
             stop_at: Arc::new(AtomicU64::new(until_seqno.unwrap_or(u64::MAX))),
             observer: Arc::new(Observer::default()),
+            hold: Arc::new(Hold::new(None)),
         };
         let options = RunOptions {
             stop_when_idle: self.stop_when_idle,
@@ -281,6 +368,7 @@ impl Service {
             immediate: Some(run.immediate.clone()),
             observer: Some(run.observer.clone()),
             map_updates: Some(self.map_updates.clone()),
+            hold: Some(run.hold.clone()),
         };
         if let Some(skip) = &options.skip_seqnos.first() {
             tracing::warn!(first = skip.start(), ranges = ?options.skip_seqnos, "online: these seqnos will be skipped at the DBA's request");

@@ -108,6 +108,17 @@ impl Hold {
         }
     }
 
+    /// Sets the position the run resumes after (when nothing is handled
+    /// yet: every channel's restart row at one position), before the
+    /// scheduler starts.
+    pub fn resume_after(&self, position: Option<BinlogPosition>) {
+        let mut guard = self.state.lock().expect("hold");
+        guard.1 = Handled {
+            seqno: None,
+            position,
+        };
+    }
+
     /// Asks the scheduler to stop sending transactions, and waits until it
     /// has (it finishes the one in hand first). Returns the position after
     /// the last transaction handled, and its seqno.

@@ -1,0 +1,317 @@
+//! A consistency check run by the service (issue 18): for each table, the
+//! master's and the replica's read views are taken at the same point of
+//! the stream with the run's scheduler hold ([`crate::scheduler::hold`]),
+//! then the table is compared chunk by chunk ([`crate::check`]). Nothing
+//! is written on either server; the scheduler is stopped only for the
+//! moment the replica's read view is opened.
+//!
+//! Per table: pause the scheduler; open the master's consistent snapshot
+//! and read its binlog position (`binlog_snapshot_file` and
+//! `binlog_snapshot_position`, MariaDB); let the scheduler apply up to that
+//! position and hold; open the replica's consistent snapshot; confirm the
+//! hold lasted; release. A hold lost meanwhile (the scheduler released it
+//! after [`crate::scheduler::hold::HOLD_MAX`], or the run stopped) is
+//! retried up to [`SNAPSHOT_ATTEMPTS`] times.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use serde::Serialize;
+
+use crate::check::{check_table, CheckOptions, TablePlan};
+use crate::position::BinlogPosition;
+use crate::scheduler::hold::Hold;
+
+/// Times a table's two read views are tried before the check fails.
+pub const SNAPSHOT_ATTEMPTS: usize = 3;
+
+/// Longest wait for the scheduler to pause.
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to check and how.
+#[derive(Clone, Debug, Default)]
+pub struct CheckRequest {
+    /// Tables named `schema.table`.
+    pub tables: Vec<(String, String)>,
+    /// Every table of these schemas.
+    pub schemas: Vec<String>,
+    /// Chunking and pauses.
+    pub options: CheckOptions,
+    /// Longest wait for the service to apply up to a master snapshot's
+    /// position (it may be catching up).
+    pub catch_up_timeout: Duration,
+}
+
+/// Where a check is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckState {
+    /// Comparing.
+    #[default]
+    Running,
+    /// Done: every table identical.
+    Identical,
+    /// Done: differences found.
+    Differences,
+    /// Could not finish (see `error`).
+    Failed,
+}
+
+/// A check's progress and result (`status --name check`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStatus {
+    /// Running or how it ended.
+    pub state: CheckState,
+    /// Tables to compare.
+    pub tables: u64,
+    /// Tables compared.
+    pub tables_done: u64,
+    /// The table being compared (`schema.table`).
+    pub current_table: Option<String>,
+    /// Chunks compared.
+    pub chunks: u64,
+    /// Master rows compared.
+    pub rows: u64,
+    /// Rows per second since the start.
+    pub rows_per_second: f64,
+    /// Differences found (all counted).
+    pub differences: u64,
+    /// The differences, as text, at most [`CheckOptions::max_differences`]
+    /// per table.
+    pub found: Vec<String>,
+    /// Why the check could not finish.
+    pub error: Option<String>,
+    /// The master position of the last table's read views.
+    pub position: Option<String>,
+    /// Milliseconds since the start (to the end when done).
+    pub elapsed_ms: u64,
+}
+
+/// Runs `request` to the end (blocking: a runtime of its own), keeping
+/// `status` current. `shards`: the schemas the service applies (the
+/// default set of tables). `cancel` stops it between chunks' tables.
+pub fn run_check(
+    master: Opts,
+    replica: Opts,
+    hold: Arc<Hold>,
+    shards: Vec<String>,
+    request: CheckRequest,
+    status: Arc<Mutex<CheckStatus>>,
+    cancel: Arc<AtomicBool>,
+) {
+    let started = Instant::now();
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start an async runtime: {e}"))
+        .and_then(|rt| {
+            rt.block_on(check_all(
+                master, replica, &hold, shards, &request, &status, &cancel, started,
+            ))
+        });
+    hold.release();
+    let mut s = status.lock().expect("check status");
+    s.elapsed_ms = started.elapsed().as_millis() as u64;
+    s.current_table = None;
+    match outcome {
+        Ok(()) if s.differences == 0 => s.state = CheckState::Identical,
+        Ok(()) => s.state = CheckState::Differences,
+        Err(e) => {
+            tracing::warn!(error = %e, "consistency check failed");
+            s.state = CheckState::Failed;
+            s.error = Some(e);
+        }
+    }
+    tracing::info!(
+        state = ?s.state,
+        tables = s.tables_done,
+        rows = s.rows,
+        differences = s.differences,
+        "consistency check done"
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn check_all(
+    master: Opts,
+    replica: Opts,
+    hold: &Arc<Hold>,
+    shards: Vec<String>,
+    request: &CheckRequest,
+    status: &Mutex<CheckStatus>,
+    cancel: &AtomicBool,
+    started: Instant,
+) -> Result<(), String> {
+    let connect = |opts: Opts, side: &'static str| async move {
+        let mut conn = Conn::new(opts)
+            .await
+            .map_err(|e| format!("connect to the {side}: {e}"))?;
+        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .map_err(|e| format!("set REPEATABLE READ on the {side}: {e}"))?;
+        Ok::<Conn, String>(conn)
+    };
+    let mut m = connect(master, "master").await?;
+    let mut r = connect(replica, "replica").await?;
+    let tables = tables_of(&mut m, request, &shards).await?;
+    status.lock().expect("check status").tables = tables.len() as u64;
+    for (schema, table) in tables {
+        if cancel.load(Ordering::Acquire) {
+            return Err("cancelled".into());
+        }
+        status.lock().expect("check status").current_table = Some(format!("{schema}.{table}"));
+        let plan = TablePlan::read(&mut m, &schema, &table)
+            .await
+            .map_err(|e| e.to_string())?;
+        let position = aligned_snapshots(&mut m, &mut r, hold, request.catch_up_timeout).await?;
+        let base = status.lock().expect("check status").clone();
+        let report = check_table(&mut m, &mut r, &plan, &request.options, |p| {
+            let mut s = status.lock().expect("check status");
+            s.chunks = base.chunks + p.chunks;
+            s.rows = base.rows + p.rows;
+            s.differences = base.differences + p.differences;
+            let secs = started.elapsed().as_secs_f64().max(1e-3);
+            s.rows_per_second = s.rows as f64 / secs;
+            s.elapsed_ms = started.elapsed().as_millis() as u64;
+        })
+        .await;
+        // Both read views end, whatever the outcome.
+        let _ = m.query_drop("COMMIT").await;
+        let _ = r.query_drop("COMMIT").await;
+        let report = report.map_err(|e| e.to_string())?;
+        let mut s = status.lock().expect("check status");
+        s.tables_done += 1;
+        s.position = Some(position.to_string());
+        s.found
+            .extend(report.differences.iter().map(|d| d.to_string()));
+    }
+    Ok(())
+}
+
+/// The tables a request names: its tables, those of its schemas, or (with
+/// neither) those of the service's shards; base tables only, in name
+/// order, each once.
+async fn tables_of(
+    master: &mut Conn,
+    request: &CheckRequest,
+    shards: &[String],
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = request.tables.clone();
+    let schemas: &[String] = if request.tables.is_empty() && request.schemas.is_empty() {
+        shards
+    } else {
+        &request.schemas
+    };
+    for schema in schemas {
+        let names: Vec<String> = master
+            .exec(
+                "SELECT TABLE_NAME FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+                (schema.as_str(),),
+            )
+            .await
+            .map_err(|e| format!("list the tables of {schema} on the master: {e}"))?;
+        out.extend(names.into_iter().map(|t| (schema.clone(), t)));
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Opens the two read views at one point of the stream (see the module
+/// doc) and returns its master position.
+async fn aligned_snapshots(
+    master: &mut Conn,
+    replica: &mut Conn,
+    hold: &Arc<Hold>,
+    catch_up_timeout: Duration,
+) -> Result<BinlogPosition, String> {
+    let mut last_error = String::new();
+    for _ in 0..SNAPSHOT_ATTEMPTS {
+        let h = hold.clone();
+        let (paused, _) = tokio::task::spawn_blocking(move || h.pause(PAUSE_TIMEOUT))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{e} (is the service ONLINE?)"))?;
+        let position = master_snapshot(master).await;
+        let position = match position {
+            Ok(p) => p,
+            Err(e) => {
+                hold.release();
+                return Err(e);
+            }
+        };
+        if paused.as_ref().is_some_and(|p| p > &position) {
+            hold.release();
+            let _ = master.query_drop("ROLLBACK").await;
+            return Err(format!(
+                "the master's snapshot is at {position}, before the service's position {}: \
+                 is the service's source this master?",
+                paused.expect("checked")
+            ));
+        }
+        let (h, at) = (hold.clone(), position.clone());
+        let reached = tokio::task::spawn_blocking(move || h.hold_at(at, catch_up_timeout))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Err(e) = reached {
+            hold.release();
+            let _ = master.query_drop("ROLLBACK").await;
+            last_error = e.to_string();
+            continue;
+        }
+        let opened = replica
+            .query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            .await
+            .map_err(|e| format!("open a snapshot on the replica: {e}"));
+        let confirmed = hold.confirm();
+        hold.release();
+        opened?;
+        match confirmed {
+            Ok(()) => return Ok(position),
+            Err(e) => {
+                let _ = master.query_drop("ROLLBACK").await;
+                let _ = replica.query_drop("ROLLBACK").await;
+                last_error = e.to_string();
+            }
+        }
+    }
+    Err(format!(
+        "could not hold the service at the master's snapshot in {SNAPSHOT_ATTEMPTS} attempts: \
+         {last_error}"
+    ))
+}
+
+/// Opens a consistent snapshot on the master and returns its binlog
+/// position.
+async fn master_snapshot(master: &mut Conn) -> Result<BinlogPosition, String> {
+    master
+        .query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .map_err(|e| format!("open a snapshot on the master: {e}"))?;
+    let vars: Vec<(String, String)> = master
+        .query("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .map_err(|e| format!("read the master snapshot's binlog position: {e}"))?;
+    let get = |name: &str| {
+        vars.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let (Some(file), Some(offset)) = (get("binlog_snapshot_file"), get("binlog_snapshot_position"))
+    else {
+        return Err(
+            "the master shows no binlog_snapshot_file/position (MariaDB with its binlog \
+                    on is needed)"
+                .into(),
+        );
+    };
+    let offset: u64 = offset
+        .parse()
+        .map_err(|_| format!("binlog_snapshot_position {offset:?} is not a number"))?;
+    BinlogPosition::new(file, offset).map_err(|e| format!("the master snapshot's position: {e}"))
+}

@@ -1,0 +1,151 @@
+//! The service's consistency check (issue 18) against the sandbox: a
+//! service applies to replica 2 (native replication stopped there) while
+//! a writer changes the master; a check of the service's tables under that
+//! load finds them identical (the two read views are taken at one point
+//! of the stream), and a row changed by hand on the replica is reported.
+//! A check while the service is offline is refused.
+//!
+//! One test: it owns replica 2 and the service.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+
+use common::service::{master_position, stop_target_slave, ServiceSpec, TARGET};
+use common::{quote_ident, sandbox, unique_schema, wait_until, Server};
+use shardrep::check::CheckOptions;
+use shardrep::replicator::check::{CheckRequest, CheckState, CheckStatus};
+use shardrep::replicator::service::Service;
+use shardrep::replicator::state::State;
+use tokio::task::block_in_place as blocking;
+
+async fn finished(service: &Service) -> CheckStatus {
+    wait_until("the check to end", Duration::from_secs(300), || async {
+        service
+            .check_status()
+            .filter(|s| s.state != CheckState::Running)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let start = master_position(sb).await;
+    let schema = unique_schema("svc_check");
+    let q = quote_ident(&schema);
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; \
+             CREATE TABLE {q}.a (id INT PRIMARY KEY, n INT, s VARCHAR(40)); \
+             CREATE TABLE {q}.b (k1 INT, k2 INT, v DECIMAL(10,2), PRIMARY KEY (k1, k2)); \
+             INSERT INTO {q}.a SELECT seq, 0, CONCAT('row ', seq) FROM {q}.seq_1_to_3000; \
+             INSERT INTO {q}.b SELECT seq DIV 10, seq % 10, seq / 4 FROM {q}.seq_1_to_2000"
+        ))
+        .await
+        .unwrap();
+    let spec = ServiceSpec::new("svccheck", std::slice::from_ref(&schema), &start);
+    let service = blocking(|| Service::new(spec.config(sb), false));
+
+    // Offline: refused, with the reason.
+    let refused = blocking(|| service.start_check(CheckRequest::default())).unwrap_err();
+    assert!(
+        refused.to_string().contains("needs the service ONLINE")
+            && refused.to_string().contains("OFFLINE:NORMAL"),
+        "{refused}"
+    );
+
+    blocking(|| service.go_online(None, None)).unwrap();
+    wait_until("ONLINE", Duration::from_secs(60), || async {
+        (service.state() == State::Online).then_some(())
+    })
+    .await
+    .unwrap();
+
+    // A writer on the master during the check: single-row updates of
+    // both tables, each its own transaction.
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (writing, q) = (writing.clone(), q.clone());
+        let mut conn = sb.connect(Server::Master).await;
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while writing.load(Ordering::Relaxed) {
+                i += 1;
+                conn.query_drop(format!(
+                    "UPDATE {q}.a SET n = n + 1, s = CONCAT('w', {i}) WHERE id = {}; \
+                     UPDATE {q}.b SET v = v + 1 WHERE k1 = {} AND k2 = {}",
+                    1 + i * 7 % 3000,
+                    i % 200,
+                    i % 10
+                ))
+                .await
+                .unwrap();
+            }
+            i
+        })
+    };
+    let request = CheckRequest {
+        options: CheckOptions {
+            chunk_rows: 250,
+            ..CheckOptions::default()
+        },
+        catch_up_timeout: Duration::from_secs(120),
+        ..CheckRequest::default()
+    };
+    blocking(|| service.start_check(request.clone())).unwrap();
+    let again = blocking(|| service.start_check(request.clone())).unwrap_err();
+    assert!(again.to_string().contains("already running"), "{again}");
+    let under_load = finished(&service).await;
+    writing.store(false, Ordering::Relaxed);
+    let writes = writer.await.unwrap();
+    assert_eq!(under_load.error, None);
+    assert_eq!(under_load.state, CheckState::Identical, "{under_load:?}");
+    assert_eq!((under_load.tables, under_load.tables_done), (2, 2));
+    assert_eq!(under_load.rows, 5000);
+    assert!(under_load.found.is_empty());
+    assert!(
+        writes > 10,
+        "the load ran during the check ({writes} writes)"
+    );
+
+    // A row changed on the replica only.
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {q}.b SET v = -1 WHERE k1 = 150 AND k2 = 3"
+        ))
+        .await
+        .unwrap();
+    blocking(|| service.start_check(request)).unwrap();
+    let found = finished(&service).await;
+    assert_eq!(found.state, CheckState::Differences);
+    assert_eq!(found.differences, 1);
+    assert_eq!(
+        found.found,
+        [format!("{schema}.b [k1=150, k2=3]: columns differ: v")]
+    );
+
+    blocking(|| {
+        service.go_offline(false, None).unwrap();
+        service.wait_until_stopped();
+    });
+    master
+        .query_drop(format!("DROP DATABASE {q}"))
+        .await
+        .unwrap();
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {q}"
+        ))
+        .await
+        .unwrap();
+    spec.remove(sb).await;
+}
