@@ -137,6 +137,30 @@ enum Command {
         #[arg(long, value_name = "SERVICE_NAME")]
         confirm: String,
     },
+    /// Compare the replica with the master, online: the service takes
+    /// each table's two read views at one point of the stream and
+    /// compares the table in key chunks (nothing is written on either
+    /// server). Progress goes to stderr; then each difference (table, key,
+    /// what differs). Exit 0: identical; 1: differences; 2: the check
+    /// could not run or finish (why is printed). Default: every table of
+    /// the service's shards.
+    Check {
+        /// A table to compare, `schema.table` (repeatable).
+        #[arg(long = "table", value_name = "SCHEMA.TABLE")]
+        tables: Vec<String>,
+        /// Every table of this schema (repeatable).
+        #[arg(long = "schema", value_name = "SCHEMA")]
+        schemas: Vec<String>,
+        /// Rows per chunk (default 1000).
+        #[arg(long, value_name = "N", conflicts_with = "chunk_time_ms")]
+        chunk_rows: Option<u64>,
+        /// Target milliseconds per chunk: the chunk size adapts.
+        #[arg(long, value_name = "MS")]
+        chunk_time_ms: Option<u64>,
+        /// Pause after each chunk, milliseconds.
+        #[arg(long, value_name = "MS")]
+        pause_ms: Option<u64>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -185,6 +209,7 @@ enum StatusNameArg {
     Channels,
     Shards,
     Queue,
+    Check,
 }
 
 impl From<StatusNameArg> for StatusName {
@@ -193,6 +218,7 @@ impl From<StatusNameArg> for StatusName {
             StatusNameArg::Channels => StatusName::Channels,
             StatusNameArg::Shards => StatusName::Shards,
             StatusNameArg::Queue => StatusName::Queue,
+            StatusNameArg::Check => StatusName::Check,
         }
     }
 }
@@ -304,8 +330,100 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
         Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
+        Command::Check {
+            tables,
+            schemas,
+            chunk_rows,
+            chunk_time_ms,
+            pause_ms,
+        } => check(
+            &client,
+            Request::Check {
+                tables,
+                schemas,
+                chunk_rows,
+                chunk_time_ms,
+                pause_ms,
+            },
+            out,
+        )?,
     }
     Ok(())
+}
+
+/// `check`: starts the check, follows `status --name check` (progress on
+/// stderr: a line rewritten in place on a terminal, a line every 5 s
+/// otherwise) and prints the differences and the summary.
+fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Failure> {
+    use std::io::IsTerminal;
+    // A refused check could not run: exit 2, as for usage.
+    let could_not = |e: ClientError| Failure::Usage(e.to_string());
+    client.request(&request).map_err(could_not)?;
+    let tty = std::io::stderr().is_terminal();
+    let mut last_line = std::time::Instant::now();
+    let status = loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let v = client
+            .request(&Request::Status {
+                name: Some(StatusName::Check),
+            })
+            .map_err(could_not)?;
+        let running = v["state"] == "running";
+        let progress = format!(
+            "check: {}/{} tables, {} chunks, {} rows ({:.0} rows/s), {} differences{}",
+            v["tablesDone"],
+            v["tables"],
+            v["chunks"],
+            v["rows"],
+            v["rowsPerSecond"].as_f64().unwrap_or(0.0),
+            v["differences"],
+            v["currentTable"]
+                .as_str()
+                .map(|t| format!(", at {t}"))
+                .unwrap_or_default()
+        );
+        if tty {
+            eprint!("\r\x1b[K{progress}");
+        } else if last_line.elapsed() >= std::time::Duration::from_secs(5) || !running {
+            eprintln!("{progress}");
+            last_line = std::time::Instant::now();
+        }
+        if !running {
+            if tty {
+                eprintln!();
+            }
+            break v;
+        }
+    };
+    if out.json {
+        out.value(&status);
+    } else {
+        for found in status["found"].as_array().into_iter().flatten() {
+            out.line(found.as_str().unwrap_or_default());
+        }
+        let listed = status["found"].as_array().map_or(0, Vec::len) as u64;
+        let total = status["differences"].as_u64().unwrap_or(0);
+        if total > listed {
+            out.line(&format!("... and {} more", total - listed));
+        }
+        if status["state"] == "identical" {
+            out.line(&format!(
+                "identical: {} tables, {} rows compared",
+                status["tablesDone"], status["rows"]
+            ));
+        }
+    }
+    match status["state"].as_str() {
+        Some("identical") => Ok(()),
+        Some("differences") => Err(Failure::Request(format!(
+            "{} differences found in {} tables ({} rows compared)",
+            status["differences"], status["tablesDone"], status["rows"]
+        ))),
+        _ => Err(Failure::Usage(format!(
+            "the check could not finish: {}",
+            status["error"].as_str().unwrap_or("unknown reason")
+        ))),
+    }
 }
 
 /// `log list` and `log info`, through the control socket.

@@ -142,6 +142,19 @@ impl ControlHandler for ServiceHandler {
             "skippedDeleted": done.skipped_deleted,
         }))
     }
+
+    fn check(
+        &self,
+        request: crate::replicator::check::CheckRequest,
+    ) -> Result<Value, ControlError> {
+        self.service.start_check(request)?;
+        Ok(serde_json::json!({ "started": true }))
+    }
+
+    fn check_status(&self) -> Result<Value, ControlError> {
+        serde_json::to_value(self.service.check_status())
+            .map_err(|e| ControlError::failed(format!("check status: {e}")))
+    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,27 @@ pub enum Request {
         #[serde(default)]
         start_slave: bool,
     },
+    /// `check`: start a consistency check of the replica against the
+    /// master (answers at once, `{"started": true}`); follow it with
+    /// `status --name check`. With neither tables nor schemas, every table
+    /// of the service's shards.
+    Check {
+        /// Tables as `schema.table`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tables: Vec<String>,
+        /// Every table of these schemas.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        schemas: Vec<String>,
+        /// Rows per chunk (default 1000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chunk_rows: Option<u64>,
+        /// Target milliseconds per chunk: the chunk size adapts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chunk_time_ms: Option<u64>,
+        /// Pause after each chunk, milliseconds (default 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pause_ms: Option<u64>,
+    },
     /// `reset`: forget the service's replication state (queue, restart
     /// rows, recorded skips) so that a fresh takeover or a configured
     /// start position can follow; refused while a run is active and
@@ -168,6 +189,7 @@ impl Request {
             Request::LogInfo => "logInfo",
             Request::Handback { .. } => "handback",
             Request::Reset { .. } => "reset",
+            Request::Check { .. } => "check",
         }
     }
 
@@ -196,6 +218,25 @@ impl Request {
             } if low > high => Err(ControlError::bad_request(format!(
                 "logList: low {low} is above high {high}"
             ))),
+            Request::Check {
+                chunk_rows: Some(_),
+                chunk_time_ms: Some(_),
+                ..
+            } => Err(ControlError::bad_request(
+                "check: chunkRows and chunkTimeMs exclude each other",
+            )),
+            Request::Check {
+                chunk_rows: Some(0),
+                ..
+            } => Err(ControlError::bad_request(
+                "check: chunkRows must be at least 1",
+            )),
+            Request::Check { tables, .. } => match tables.iter().find(|t| !t.contains('.')) {
+                Some(t) => Err(ControlError::bad_request(format!(
+                    "check: table {t:?} is not schema.table"
+                ))),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -232,6 +273,8 @@ pub enum StatusName {
     Shards,
     /// The queue (object, as `log info`).
     Queue,
+    /// The last consistency check (object; `null` when none ran).
+    Check,
 }
 
 impl StatusName {
@@ -241,6 +284,7 @@ impl StatusName {
             StatusName::Channels => "channels",
             StatusName::Shards => "shards",
             StatusName::Queue => "queue",
+            StatusName::Check => "check",
         }
     }
 }
@@ -254,7 +298,7 @@ impl fmt::Display for StatusName {
 impl FromStr for StatusName {
     type Err = String;
 
-    /// `channels`, `shards` or `queue`.
+    /// `channels`, `shards`, `queue` or `check`.
     ///
     /// # Errors
     /// A message listing the names.
@@ -263,8 +307,9 @@ impl FromStr for StatusName {
             "channels" => Ok(StatusName::Channels),
             "shards" => Ok(StatusName::Shards),
             "queue" => Ok(StatusName::Queue),
+            "check" => Ok(StatusName::Check),
             _ => Err(format!(
-                "unknown status name {text:?}: expected channels, shards or queue"
+                "unknown status name {text:?}: expected channels, shards, queue or check"
             )),
         }
     }

@@ -180,7 +180,27 @@ pub trait ControlHandler: Send + Sync {
         let _ = confirm;
         Err(ControlError::unsupported("reset"))
     }
+
+    /// `check`: start a consistency check ([`crate::replicator::check`])
+    /// and answer at once (`{"started": true}`).
+    fn check(
+        &self,
+        request: crate::replicator::check::CheckRequest,
+    ) -> Result<Value, ControlError> {
+        let _ = request;
+        Err(ControlError::unsupported("check"))
+    }
+
+    /// `status --name check`: the last check's status object
+    /// ([`crate::replicator::check::CheckStatus`]), `null` when none ran.
+    fn check_status(&self) -> Result<Value, ControlError> {
+        Ok(Value::Null)
+    }
 }
+
+/// Longest a check waits for the service to apply up to a master
+/// snapshot's position (it may be catching up), per table.
+pub const CHECK_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Why the control server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -787,6 +807,33 @@ pub fn dispatch(
         Request::LogInfo => handler.log_info(),
         Request::Handback { start_slave } => handler.handback(start_slave),
         Request::Reset { confirm } => handler.reset(&confirm),
+        Request::Status {
+            name: Some(StatusName::Check),
+        } => handler.check_status(),
+        Request::Check {
+            tables,
+            schemas,
+            chunk_rows,
+            chunk_time_ms,
+            pause_ms,
+        } => {
+            let defaults = crate::check::CheckOptions::default();
+            handler.check(crate::replicator::check::CheckRequest {
+                tables: tables
+                    .iter()
+                    .filter_map(|t| t.split_once('.'))
+                    .map(|(s, t)| (s.to_owned(), t.to_owned()))
+                    .collect(),
+                schemas,
+                options: crate::check::CheckOptions {
+                    chunk_rows: chunk_rows.unwrap_or(defaults.chunk_rows),
+                    chunk_time: chunk_time_ms.map(Duration::from_millis),
+                    pause: Duration::from_millis(pause_ms.unwrap_or(0)),
+                    ..defaults
+                },
+                catch_up_timeout: CHECK_CATCH_UP_TIMEOUT,
+            })
+        }
     }
 }
 

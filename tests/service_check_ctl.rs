@@ -1,0 +1,107 @@
+//! `shardrepctl check` against `shardrep run` on the sandbox (replica 2):
+//! exit 0 and a summary for identical tables, exit 1 with each difference
+//! for a row changed by hand on the replica, exit 2 for a bad request and
+//! for a check while the service is offline (with why), and the last
+//! check's status in `status --name check`.
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+
+use common::service::{
+    ctl, ctl_ok, master_position, stop_target_slave, wait_for_socket, ServiceSpec, TARGET,
+};
+use common::{quote_ident, sandbox, unique_schema, wait_until, Server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shardrepctl_check_exit_codes_and_output() {
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let start = master_position(sb).await;
+    let schema = unique_schema("ctl_check");
+    let q = quote_ident(&schema);
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, n INT, s TEXT); \
+             INSERT INTO {q}.t SELECT seq, seq, REPEAT('x', seq % 50) FROM {q}.seq_1_to_1500; \
+             CREATE TABLE {q}.u (v INT)"
+        ))
+        .await
+        .unwrap();
+    let spec = ServiceSpec::new("ctlcheck", std::slice::from_ref(&schema), &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
+    );
+
+    let (code, out, err) = ctl(&spec, &["check", "--chunk-rows", "400"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "identical: 2 tables, 1500 rows compared\n");
+    assert!(
+        err.contains("check: 2/2 tables, 5 chunks, 1500 rows"),
+        "{err}"
+    );
+
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {q}.t SET s = 'changed' WHERE id = 777; \
+             DELETE FROM {q}.t WHERE id = 1500; INSERT INTO {q}.u VALUES (1)"
+        ))
+        .await
+        .unwrap();
+    let (code, out, err) = ctl(
+        &spec,
+        &[
+            "check",
+            "--table",
+            &format!("{schema}.t"),
+            "--table",
+            &format!("{schema}.u"),
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        out,
+        format!(
+            "{schema}.t [id=777]: columns differ: s\n\
+             {schema}.t [id=1500]: missing on the replica\n\
+             {schema}.u: the table differs (0 rows on the master, 1 on the replica); it has no \
+             primary key or NOT NULL unique key, so the rows cannot be named\n"
+        )
+    );
+    assert!(
+        err.contains("shardrepctl: 3 differences found in 2 tables (1500 rows compared)"),
+        "{err}"
+    );
+    let last = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+    let last: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(last["state"], "differences");
+    assert_eq!(last["differences"], 3);
+
+    let (code, _, err) = ctl(&spec, &["check", "--table", "nodot"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not schema.table"), "{err}");
+
+    ctl_ok(&spec, &["offline"]);
+    let (code, _, err) = ctl(&spec, &["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("needs the service ONLINE") && err.contains("OFFLINE:NORMAL"),
+        "{err}"
+    );
+    // The refusal leaves the last check's result in place.
+    wait_until("status", std::time::Duration::from_secs(5), || async {
+        let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+        s.contains("\"differences\"").then_some(())
+    })
+    .await
+    .unwrap();
+
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    spec.remove(sb).await;
+}
