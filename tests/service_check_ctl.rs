@@ -82,6 +82,67 @@ async fn shardrepctl_check_exit_codes_and_output() {
     assert_eq!(last["state"], "differences");
     assert_eq!(last["differences"], 3);
 
+    // shardrepctl killed during a check: the service finishes the check
+    // and goes on applying (no channel left held).
+    let mut killed = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .args([
+            "--config",
+            spec.write_config(sb).to_str().unwrap(),
+            "check",
+            "--chunk-rows",
+            "100",
+            "--pause-ms",
+            "100",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the check to run",
+        std::time::Duration::from_secs(10),
+        || async {
+            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+            s.contains("\"running\"").then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    wait_until(
+        "the check to end",
+        std::time::Duration::from_secs(60),
+        || async {
+            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+            (!s.contains("\"running\"")).then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    master
+        .query_drop(format!("INSERT INTO {q}.t VALUES (5000, 5000, 'after')"))
+        .await
+        .unwrap();
+    wait_until(
+        "the row after the check on the replica",
+        std::time::Duration::from_secs(60),
+        || {
+            let q = q.clone();
+            async move {
+                let mut replica = sb.connect(TARGET).await;
+                let n: Option<i64> = replica
+                    .query_first(format!("SELECT n FROM {q}.t WHERE id = 5000"))
+                    .await
+                    .unwrap();
+                n.filter(|&n| n == 5000)
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert!(ctl_ok(&spec, &["--json", "status"]).contains("\"ONLINE\""));
+
     let (code, _, err) = ctl(&spec, &["check", "--table", "nodot"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not schema.table"), "{err}");
