@@ -40,6 +40,7 @@ async fn check(
     let report = check_table(master, replica, &plan, &options, |p| {
         assert_eq!(p.chunks, seen + 1, "progress after each chunk");
         seen = p.chunks;
+        true
     })
     .await
     .unwrap();

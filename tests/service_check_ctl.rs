@@ -143,6 +143,45 @@ async fn shardrepctl_check_exit_codes_and_output() {
     .unwrap();
     assert!(ctl_ok(&spec, &["--json", "status"]).contains("\"ONLINE\""));
 
+    // check --cancel: the running check stops, its shardrepctl exits 2.
+    let (code, _, err) = ctl(&spec, &["check", "--cancel"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no consistency check is running"), "{err}");
+    let follower = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .args([
+            "--config",
+            spec.write_config(sb).to_str().unwrap(),
+            "check",
+            "--chunk-rows",
+            "100",
+            "--pause-ms",
+            "200",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the check to run",
+        std::time::Duration::from_secs(10),
+        || async {
+            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+            s.contains("\"running\"").then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(ctl_ok(&spec, &["check", "--cancel"]), "cancelled : true\n");
+    let done = follower.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("shardrepctl: the check was cancelled"),
+        "{err}"
+    );
+    let last = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+    assert!(last.contains("\"state\":\"cancelled\""), "{last}");
+
     let (code, _, err) = ctl(&spec, &["check", "--table", "nodot"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not schema.table"), "{err}");
@@ -155,12 +194,8 @@ async fn shardrepctl_check_exit_codes_and_output() {
         "{err}"
     );
     // The refusal leaves the last check's result in place.
-    wait_until("status", std::time::Duration::from_secs(5), || async {
-        let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
-        s.contains("\"differences\"").then_some(())
-    })
-    .await
-    .unwrap();
+    let last = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+    assert!(last.contains("\"state\":\"cancelled\""), "{last}");
 
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
     common::service::drop_everywhere(sb, std::slice::from_ref(&schema)).await;

@@ -36,6 +36,11 @@
 #                        "off" (no binlog on the replica), or "on off" (both)
 #   --modes LIST         default "native conservative optimistic shardrep shardrep-noblock";
 #                        also shardrep-compound ([apply] compound_blocks = true),
+#                        shardrep-check (shardrep, with `shardrepctl check` of
+#                        every table started with the catch-up: its catch-up
+#                        time beside shardrep's, and the check's rows/s and
+#                        result in check.txt; the service is stopped once
+#                        both are done),
 #                        shardrep-row and shardrep-shard (shardrep with
 #                        [apply] parallelism = "row" or "shard"; shardrep itself
 #                        runs the default, "row"); shardrep-base runs the
@@ -84,7 +89,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-base"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-base shardrep-check"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -248,6 +253,11 @@ if [ -z "$shardrep" ]; then
 fi
 [ -x "$shardrep" ] || die "CATCHUP_SHARDREP=$shardrep is not an executable file"
 shardrep=$(cd "$(dirname "$shardrep")" && pwd)/$(basename "$shardrep")
+shardrepctl=$root/target/release/shardrepctl
+if [[ " $modes " == *" shardrep-check "* ]]; then
+    say "building shardrepctl (release)"
+    cargo build --release --quiet --bin shardrepctl
+fi
 base_shardrep=${CATCHUP_BASE_SHARDREP:-}
 if [[ " $modes " == *" shardrep-base "* ]]; then
     [ -n "$base_shardrep" ] || die "mode shardrep-base runs the binary named by CATCHUP_BASE_SHARDREP, which is not set"
@@ -552,11 +562,34 @@ TOML
     SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$bin" check-config --config "$dir/shardrep.toml" > "$dir/check-config.txt" 2>&1 \
         || { run_error="check-config failed: $(error_text "$dir/check-config.txt" 5)"; return; }
     next_report=0 last_bytes='' last_change=0
+    # shardrep-check: the service stays up (a check runs table after table
+    # and each needs it ONLINE); it is stopped once caught up and checked.
+    local idle_flag=--until-idle check_pid='' caught_up=''
+    [ "$mode" != shardrep-check ] || idle_flag=''
     t0=$(now)
-    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$bin" run --config "$dir/shardrep.toml" --until-idle \
+    SHARDREP_PASSWORD=$SANDBOX_PASSWORD "$bin" run --config "$dir/shardrep.toml" $idle_flag \
         > "$dir/shardrep.out" 2> "$dir/shardrep.log" &
     shardrep_pid=$!
     while kill -0 "$shardrep_pid" 2>/dev/null; do
+        if [ "$mode" = shardrep-check ]; then
+            if [ -z "$check_pid" ] && "$shardrepctl" --socket "$work/control.sock" wait --state ONLINE \
+                --timeout-secs 0 > /dev/null 2>&1; then
+                "$shardrepctl" --socket "$work/control.sock" check > "$dir/check.out" 2> "$dir/check.err" &
+                check_pid=$!
+            fi
+            if [ -z "$caught_up" ] && [ "$(shardrep_applied "$service")" -ge "$end_bytes" ]; then
+                caught_up=$(elapsed "$t0")
+            fi
+            if [ -n "$caught_up" ] && [ -n "$check_pid" ] && ! kill -0 "$check_pid" 2>/dev/null; then
+                local check_rc=0
+                wait "$check_pid" || check_rc=$?
+                "$shardrepctl" --socket "$work/control.sock" --json status --name check > "$dir/check.json" 2>&1 || true
+                printf '%s: catch-up %s s; check exit %s: %s\n' "$label" "$caught_up" "$check_rc" \
+                    "$(cat "$dir/check.json")" >> "$results/check.txt"
+                say "[$label] caught up in $caught_up s; check exit $check_rc ($(tail -1 "$dir/check.out" 2>/dev/null))"
+                kill -TERM "$shardrep_pid" 2>/dev/null || true
+            fi
+        fi
         t=$(elapsed "$t0")
         c=$(cpu_secs "$shardrep_pid")
         [ -z "$c" ] || applier_cpu=$c
@@ -590,7 +623,7 @@ TOML
         run_error="shardrep exited $rc: $(error_text "$dir/shardrep.log" 3)"
         return
     fi
-    run_secs=$t
+    run_secs=${caught_up:-$t}
     bytes=$(shardrep_applied "$service")
     sample "$t0" "$bytes" "$label"
     if [ "$bytes" -lt "$end_bytes" ]; then
@@ -622,7 +655,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-base)
+        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-base|shardrep-check)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')

@@ -143,8 +143,12 @@ enum Command {
     /// server). Progress goes to stderr; then each difference (table, key,
     /// what differs). Exit 0: identical; 1: differences; 2: the check
     /// could not run or finish (why is printed). Default: every table of
-    /// the service's shards.
+    /// the service's shards. Interrupting shardrepctl leaves the check
+    /// running in the service; `check --cancel` stops it.
     Check {
+        /// Stop the running check instead (after its chunk in hand).
+        #[arg(long, conflicts_with_all = ["tables", "schemas", "chunk_rows", "chunk_time_ms", "pause_ms"])]
+        cancel: bool,
         /// A table to compare, `schema.table` (repeatable).
         #[arg(long = "table", value_name = "SCHEMA.TABLE")]
         tables: Vec<String>,
@@ -330,12 +334,19 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
         Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
+        // As for `check`, exit 1 means differences only: a refusal is 2.
+        Command::Check { cancel: true, .. } => out.value(
+            &client
+                .request(&Request::CheckCancel)
+                .map_err(|e| Failure::Usage(e.to_string()))?,
+        ),
         Command::Check {
             tables,
             schemas,
             chunk_rows,
             chunk_time_ms,
             pause_ms,
+            ..
         } => check(
             &client,
             Request::Check {
@@ -415,6 +426,7 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
     }
     match status["state"].as_str() {
         Some("identical") => Ok(()),
+        Some("cancelled") => Err(Failure::Usage("the check was cancelled".into())),
         Some("differences") => Err(Failure::Request(format!(
             "{} differences found in {} tables ({} rows compared)",
             status["differences"], status["tablesDone"], status["rows"]

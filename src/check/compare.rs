@@ -145,17 +145,18 @@ pub struct TableReport {
 type Digest = (u64, u64, u64);
 
 /// Compares `plan`'s table between `master` and `replica` (each inside
-/// the caller's read view), calling `progress` after each chunk.
+/// the caller's read view), calling `progress` after each chunk: `false`
+/// stops the comparison there.
 ///
 /// # Errors
 /// [`CheckError::Sql`] for a failed statement (naming the table and the
-/// step).
+/// step); [`CheckError::Cancelled`] when `progress` said stop.
 pub async fn check_table(
     master: &mut Conn,
     replica: &mut Conn,
     plan: &TablePlan,
     options: &CheckOptions,
-    mut progress: impl FnMut(&TableProgress),
+    mut progress: impl FnMut(&TableProgress) -> bool,
 ) -> Result<TableReport, CheckError> {
     let mut report = TableReport {
         schema: plan.schema.clone(),
@@ -182,7 +183,9 @@ pub async fn check_table(
                 },
             });
         }
-        progress(&report.progress);
+        if !progress(&report.progress) {
+            return Err(CheckError::Cancelled);
+        }
         return Ok(report);
     };
     let key_at: Vec<usize> = key
@@ -243,7 +246,9 @@ pub async fn check_table(
                 }
             }
         }
-        progress(&report.progress);
+        if !progress(&report.progress) {
+            return Err(CheckError::Cancelled);
+        }
         let Some(upper) = upper else {
             return Ok(report);
         };

@@ -26,6 +26,9 @@ pub enum CheckError {
         /// Table name.
         table: String,
     },
+    /// The caller stopped it.
+    #[error("cancelled")]
+    Cancelled,
     /// A statement failed.
     #[error("could not {what}: {message}")]
     Sql {

@@ -151,6 +151,11 @@ impl ControlHandler for ServiceHandler {
         Ok(serde_json::json!({ "started": true }))
     }
 
+    fn check_cancel(&self) -> Result<Value, ControlError> {
+        self.service.cancel_check()?;
+        Ok(serde_json::json!({ "cancelled": true }))
+    }
+
     fn check_status(&self) -> Result<Value, ControlError> {
         serde_json::to_value(self.service.check_status())
             .map_err(|e| ControlError::failed(format!("check status: {e}")))

@@ -157,6 +157,9 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pause_ms: Option<u64>,
     },
+    /// `check --cancel`: stop the running check after its chunk in hand
+    /// (`{"cancelled": true}`); its status ends `cancelled`.
+    CheckCancel,
     /// `reset`: forget the service's replication state (queue, restart
     /// rows, recorded skips) so that a fresh takeover or a configured
     /// start position can follow; refused while a run is active and
@@ -190,6 +193,7 @@ impl Request {
             Request::Handback { .. } => "handback",
             Request::Reset { .. } => "reset",
             Request::Check { .. } => "check",
+            Request::CheckCancel => "checkCancel",
         }
     }
 

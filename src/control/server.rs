@@ -191,6 +191,11 @@ pub trait ControlHandler: Send + Sync {
         Err(ControlError::unsupported("check"))
     }
 
+    /// `check --cancel`: stop the running check.
+    fn check_cancel(&self) -> Result<Value, ControlError> {
+        Err(ControlError::unsupported("check"))
+    }
+
     /// `status --name check`: the last check's status object
     /// ([`crate::replicator::check::CheckStatus`]), `null` when none ran.
     fn check_status(&self) -> Result<Value, ControlError> {
@@ -810,6 +815,7 @@ pub fn dispatch(
         Request::Status {
             name: Some(StatusName::Check),
         } => handler.check_status(),
+        Request::CheckCancel => handler.check_cancel(),
         Request::Check {
             tables,
             schemas,

@@ -58,6 +58,8 @@ pub enum CheckState {
     Differences,
     /// Could not finish (see `error`).
     Failed,
+    /// Stopped at the DBA's request (`check --cancel`).
+    Cancelled,
 }
 
 /// A check's progress and result (`status --name check`).
@@ -93,7 +95,8 @@ pub struct CheckStatus {
 
 /// Runs `request` to the end (blocking: a runtime of its own), keeping
 /// `status` current. `shards`: the schemas the service applies (the
-/// default set of tables). `cancel` stops it between chunks' tables.
+/// default set of tables). `cancel` stops it after the chunk in hand (or
+/// the wait for a hold, which the canceller releases).
 pub fn run_check(
     master: Opts,
     replica: Opts,
@@ -120,6 +123,11 @@ pub fn run_check(
     match outcome {
         Ok(()) if s.differences == 0 => s.state = CheckState::Identical,
         Ok(()) => s.state = CheckState::Differences,
+        Err(e) if cancel.load(Ordering::Acquire) => {
+            tracing::info!(error = %e, "consistency check cancelled");
+            s.state = CheckState::Cancelled;
+            s.error = Some("cancelled at the DBA's request".into());
+        }
         Err(e) => {
             tracing::warn!(error = %e, "consistency check failed");
             s.state = CheckState::Failed;
@@ -167,7 +175,8 @@ async fn check_all(
         let plan = TablePlan::read(&mut m, &schema, &table)
             .await
             .map_err(|e| e.to_string())?;
-        let position = aligned_snapshots(&mut m, &mut r, hold, request.catch_up_timeout).await?;
+        let position =
+            aligned_snapshots(&mut m, &mut r, hold, request.catch_up_timeout, cancel).await?;
         let base = status.lock().expect("check status").clone();
         let report = check_table(&mut m, &mut r, &plan, &request.options, |p| {
             let mut s = status.lock().expect("check status");
@@ -177,6 +186,7 @@ async fn check_all(
             let secs = started.elapsed().as_secs_f64().max(1e-3);
             s.rows_per_second = s.rows as f64 / secs;
             s.elapsed_ms = started.elapsed().as_millis() as u64;
+            !cancel.load(Ordering::Acquire)
         })
         .await;
         // Both read views end, whatever the outcome.
@@ -229,9 +239,14 @@ async fn aligned_snapshots(
     replica: &mut Conn,
     hold: &Arc<Hold>,
     catch_up_timeout: Duration,
+    cancel: &AtomicBool,
 ) -> Result<BinlogPosition, String> {
     let mut last_error = String::new();
     for _ in 0..SNAPSHOT_ATTEMPTS {
+        // A cancel releases the hold, which ends a wait below.
+        if cancel.load(Ordering::Acquire) {
+            return Err("cancelled".into());
+        }
         let h = hold.clone();
         let (paused, _) = tokio::task::spawn_blocking(move || h.pause(PAUSE_TIMEOUT))
             .await

@@ -67,8 +67,8 @@ pub struct Service {
     stop_when_idle: bool,
     /// This service (runs hold a strong reference while they go on).
     me: std::sync::Weak<Service>,
-    /// The last consistency check's status, while it runs and after.
-    check: Mutex<Option<Arc<Mutex<CheckStatus>>>>,
+    /// The last consistency check, while it runs and after.
+    check: Mutex<Option<CheckSlot>>,
 }
 
 struct Inner {
@@ -100,6 +100,9 @@ struct Inner {
     /// `skipped_seqno` table as last read, plus what `online` asked for).
     skipped: Vec<SkippedSeqno>,
 }
+
+/// A consistency check's status and its cancel flag.
+type CheckSlot = (Arc<Mutex<CheckStatus>>, Arc<AtomicBool>);
 
 struct ActiveRun {
     stop: Arc<AtomicBool>,
@@ -190,14 +193,15 @@ impl Service {
         let mut slot = self.check.lock().expect("check slot");
         if slot
             .as_ref()
-            .is_some_and(|s| s.lock().expect("check status").state == CheckState::Running)
+            .is_some_and(|(s, _)| s.lock().expect("check status").state == CheckState::Running)
         {
             return Err(ServiceError::illegal_state(
                 "a consistency check is already running (status --name check)".to_string(),
             ));
         }
         let status = Arc::new(Mutex::new(CheckStatus::default()));
-        *slot = Some(status.clone());
+        let cancel = Arc::new(AtomicBool::new(false));
+        *slot = Some((status.clone(), cancel.clone()));
         let master = crate::mysql::connection_opts(
             &live.host,
             live.port,
@@ -209,15 +213,7 @@ impl Service {
         std::thread::Builder::new()
             .name("shardrep-check".into())
             .spawn(move || {
-                super::check::run_check(
-                    master,
-                    replica,
-                    hold,
-                    shards,
-                    request,
-                    status,
-                    Arc::new(AtomicBool::new(false)),
-                )
+                super::check::run_check(master, replica, hold, shards, request, status, cancel)
             })
             .map_err(|e| failed(format!("cannot start the check's thread: {e}")))?;
         Ok(())
@@ -229,7 +225,29 @@ impl Service {
             .lock()
             .expect("check slot")
             .as_ref()
-            .map(|s| s.lock().expect("check status").clone())
+            .map(|(s, _)| s.lock().expect("check status").clone())
+    }
+
+    /// Stops the running check after its chunk in hand (a wait for a hold
+    /// is released); its status ends `cancelled`.
+    ///
+    /// # Errors
+    /// [`ServiceError::IllegalState`] when no check runs.
+    pub fn cancel_check(&self) -> Result<(), ServiceError> {
+        let slot = self.check.lock().expect("check slot");
+        let running = slot
+            .as_ref()
+            .filter(|(s, _)| s.lock().expect("check status").state == CheckState::Running);
+        let Some((_, cancel)) = running else {
+            return Err(ServiceError::illegal_state(
+                "no consistency check is running".to_string(),
+            ));
+        };
+        cancel.store(true, Ordering::Release);
+        if let Some(run) = &self.lock().run {
+            run.hold.release();
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
