@@ -197,6 +197,29 @@ async fn shardrepctl_check_exit_codes_and_output() {
     let last = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
     assert!(last.contains("\"state\":\"cancelled\""), "{last}");
 
+    // OFFLINE:ERROR (a duplicate key made on the replica): refused too.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; INSERT INTO {q}.t VALUES (9000, 0, 'replica')"
+        ))
+        .await
+        .unwrap();
+    ctl_ok(&spec, &["online"]);
+    master
+        .query_drop(format!("INSERT INTO {q}.t VALUES (9000, 1, 'master')"))
+        .await
+        .unwrap();
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "120"],
+    );
+    let (code, _, err) = ctl(&spec, &["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("needs the service ONLINE") && err.contains("OFFLINE:ERROR"),
+        "{err}"
+    );
+
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
     common::service::drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     spec.remove(sb).await;
