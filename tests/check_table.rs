@@ -181,10 +181,31 @@ async fn composite_unique_and_keyless_tables() {
                UNIQUE KEY ux (x), UNIQUE KEY uyz (y, z)); \
              INSERT INTO {q}.uniq SELECT NULL, seq % 3, seq, seq FROM {q}.seq_1_to_30; \
              CREATE TABLE {q}.keyless (v INT, w TEXT); \
-             INSERT INTO {q}.keyless SELECT seq % 4, 'same' FROM {q}.seq_1_to_20"
+             INSERT INTO {q}.keyless SELECT seq % 4, 'same' FROM {q}.seq_1_to_20; \
+             CREATE TABLE {q}.dups (v INT, w TEXT)"
         ),
     )
     .await;
+    // Duplicate rows: {a, a, b} on the master, {b, c, c} on the replica,
+    // whose XORs of row hashes are equal (b); the sum tells them apart.
+    run(
+        &mut master,
+        &format!("INSERT INTO {q}.dups VALUES (1, 'a'), (1, 'a'), (2, 'b')"),
+    )
+    .await;
+    run(
+        &mut replica,
+        &format!("INSERT INTO {q}.dups VALUES (2, 'b'), (3, 'c'), (3, 'c')"),
+    )
+    .await;
+    let (_, d) = check(&mut master, &mut replica, &schema, "dups", 4).await;
+    assert_eq!(
+        shown(&d),
+        [
+            "dups: the table differs (3 rows on the master, 3 on the replica); it has no \
+          primary key or NOT NULL unique key, so the rows cannot be named"
+        ]
+    );
     for table in ["com`posite", "uniq", "keyless"] {
         let (_, r) = check(&mut master, &mut replica, &schema, table, 4).await;
         assert!(r.differences.is_empty(), "{table}: {:?}", r.differences);
@@ -211,8 +232,8 @@ async fn composite_unique_and_keyless_tables() {
     assert_eq!(
         shown(&c),
         [
-            "com`posite [a=3, b=k2]: columns differ: v",
-            "com`posite [a=9, b=k4]: missing on the replica",
+            "`com``posite` [a=3, b=k2]: columns differ: v",
+            "`com``posite` [a=9, b=k4]: missing on the replica",
         ]
     );
     let (_, u) = check(&mut master, &mut replica, &schema, "uniq", 4).await;

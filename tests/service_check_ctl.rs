@@ -20,28 +20,38 @@ async fn shardrepctl_check_exit_codes_and_output() {
     let start = master_position(sb).await;
     let schema = unique_schema("ctl_check");
     let q = quote_ident(&schema);
+    // A schema and a table whose names hold a dot.
+    let dotted = format!("{schema}.d");
+    let qd = quote_ident(&dotted);
     let mut master = sb.connect(Server::Master).await;
     master
         .query_drop(format!(
             "CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, n INT, s TEXT); \
              INSERT INTO {q}.t SELECT seq, seq, REPEAT('x', seq % 50) FROM {q}.seq_1_to_1500; \
-             CREATE TABLE {q}.u (v INT)"
+             CREATE TABLE {q}.u (v INT); CREATE VIEW {q}.v AS SELECT id FROM {q}.t; \
+             CREATE DATABASE {qd}; CREATE TABLE {qd}.`t.1` (id INT PRIMARY KEY, v INT); \
+             INSERT INTO {qd}.`t.1` VALUES (1, 1), (2, 2), (3, 3)"
         ))
         .await
         .unwrap();
-    let spec = ServiceSpec::new("ctlcheck", std::slice::from_ref(&schema), &start);
+    let schemas = [schema.clone(), dotted.clone()];
+    let spec = ServiceSpec::new("ctlcheck", &schemas, &start);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
         &spec,
         &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
     );
+    assert_eq!(
+        ctl_ok(&spec, &["status", "--name", "check"]),
+        "no consistency check has run since the service started\n"
+    );
 
     let (code, out, err) = ctl(&spec, &["check", "--chunk-rows", "400"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(out, "identical: 2 tables, 1500 rows compared\n");
+    assert_eq!(out, "identical: 3 tables, 1503 rows compared\n");
     assert!(
-        err.contains("check: 2/2 tables, 5 chunks, 1500 rows"),
+        err.contains("check: 3/3 tables, 6 chunks, 1503 rows"),
         "{err}"
     );
 
@@ -81,6 +91,57 @@ async fn shardrepctl_check_exit_codes_and_output() {
     let last: serde_json::Value = serde_json::from_str(&last).unwrap();
     assert_eq!(last["state"], "differences");
     assert_eq!(last["differences"], 3);
+
+    // Names with dots, in backticks as SQL writes them; shown the same way.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {qd}.`t.1` SET v = 0 WHERE id = 2"
+        ))
+        .await
+        .unwrap();
+    let (code, out, err) = ctl(&spec, &["check", "--table", &format!("{qd}.`t.1`")]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(out, format!("{qd}.`t.1` [id=2]: columns differ: v\n"));
+    let (code, out, err) = ctl(&spec, &["check", "--schema", &dotted]);
+    assert_eq!(
+        (code, out),
+        (1, format!("{qd}.`t.1` [id=2]: columns differ: v\n")),
+        "{err}"
+    );
+
+    // What cannot be checked is refused, each with why (exit 2).
+    for (args, why) in [
+        (
+            vec!["--table".to_string(), format!("{schema}.v")],
+            format!("{schema}.v is a view on the master: a check compares base tables"),
+        ),
+        (
+            vec!["--table".to_string(), format!("{schema}.nosuch")],
+            format!("{schema}.nosuch: no such table on the master"),
+        ),
+        (
+            vec!["--schema".to_string(), "mysql".to_string()],
+            "mysql is a system schema".to_string(),
+        ),
+        (
+            vec!["--schema".to_string(), format!("{schema}_nosuch")],
+            format!("no schema {schema}_nosuch on the master"),
+        ),
+        (
+            vec!["--table".to_string(), format!("{dotted}.t")],
+            "more than one dot".to_string(),
+        ),
+        (
+            vec!["--chunk-time-ms".to_string(), "0".to_string()],
+            "chunkTimeMs must be at least 1".to_string(),
+        ),
+    ] {
+        let mut full = vec!["check"];
+        full.extend(args.iter().map(String::as_str));
+        let (code, out, err) = ctl(&spec, &full);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(&why), "{args:?}: {err}");
+    }
 
     // shardrepctl killed during a check: the service finishes the check
     // and goes on applying (no channel left held).
@@ -186,7 +247,44 @@ async fn shardrepctl_check_exit_codes_and_output() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not schema.table"), "{err}");
 
+    // Offline during a check: the check fails at its next table, saying
+    // the service stopped applying.
+    let follower = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .args([
+            "--config",
+            spec.write_config(sb).to_str().unwrap(),
+            "check",
+            "--chunk-rows",
+            "100",
+            "--pause-ms",
+            "200",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the check to run",
+        std::time::Duration::from_secs(10),
+        || async {
+            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
+            s.contains("\"running\"").then_some(())
+        },
+    )
+    .await
+    .unwrap();
     ctl_ok(&spec, &["offline"]);
+    let done = follower.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "the check could not finish: could not pause the service's scheduler: the \
+                      service stopped applying (it went OFFLINE or failed)"
+        ),
+        "{err}"
+    );
+
     let (code, _, err) = ctl(&spec, &["check"]);
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -195,7 +293,7 @@ async fn shardrepctl_check_exit_codes_and_output() {
     );
     // The refusal leaves the last check's result in place.
     let last = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
-    assert!(last.contains("\"state\":\"cancelled\""), "{last}");
+    assert!(last.contains("\"state\":\"failed\""), "{last}");
 
     // OFFLINE:ERROR (a duplicate key made on the replica): refused too.
     replica
@@ -221,6 +319,6 @@ async fn shardrepctl_check_exit_codes_and_output() {
     );
 
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
-    common::service::drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+    common::service::drop_everywhere(sb, &schemas).await;
     spec.remove(sb).await;
 }

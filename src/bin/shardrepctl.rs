@@ -276,10 +276,13 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
     let json = cli.json;
     match cli.command {
         Command::Status { name } => {
-            let v = client.request(&Request::Status {
-                name: name.map(StatusName::from),
-            })?;
-            out.value(&v);
+            let name = name.map(StatusName::from);
+            let v = client.request(&Request::Status { name })?;
+            if v.is_null() && name == Some(StatusName::Check) && !json {
+                out.line("no consistency check has run since the service started");
+            } else {
+                out.value(&v);
+            }
         }
         Command::Services => out.value(&client.request(&Request::Services)?),
         Command::Online {

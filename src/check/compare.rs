@@ -93,7 +93,7 @@ pub struct Difference {
 
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.schema, self.table)?;
+        write!(f, "{}", super::name::display(&self.schema, &self.table))?;
         if !self.key.is_empty() {
             let key: Vec<String> = self.key.iter().map(|(c, v)| format!("{c}={v}")).collect();
             write!(f, " [{}]", key.join(", "))?;
@@ -141,8 +141,10 @@ pub struct TableReport {
     pub differences: Vec<Difference>,
 }
 
-/// A chunk's digest: row count and the two XORed halves of the row MD5s.
-type Digest = (u64, u64, u64);
+/// A chunk's digest: row count, the two XORed halves of the row MD5s and
+/// (keyless tables) the decimal sum of the first halves
+/// ([`sql::digest`]).
+type Digest = (u64, u64, u64, String);
 
 /// Compares `plan`'s table between `master` and `replica` (each inside
 /// the caller's read view), calling `progress` after each chunk: `false`
@@ -295,7 +297,7 @@ async fn digest(
     plan: &TablePlan,
     side: &str,
 ) -> Result<Digest, CheckError> {
-    let row: Option<(u64, u64, u64)> = conn.exec_first(query, params).await.map_err(|e| {
+    let row: Option<Digest> = conn.exec_first(query, params).await.map_err(|e| {
         CheckError::sql(
             format!(
                 "checksum a chunk of {}.{} on the {side}",

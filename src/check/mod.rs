@@ -9,6 +9,7 @@
 //! there) is the service's part.
 
 pub mod compare;
+pub mod name;
 pub mod sql;
 pub mod table;
 
@@ -19,7 +20,7 @@ pub use table::{CheckKey, TablePlan};
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// The named table does not exist on the master (or is a view).
-    #[error("{schema}.{table}: no such table on the master")]
+    #[error("{}: no such table on the master", name::display(schema, table))]
     NoSuchTable {
         /// Schema name.
         schema: String,

@@ -10,6 +10,9 @@
 //! its row count and the XOR of the rows' MD5 halves as two 64-bit numbers
 //! (order-independent, 128 bits), as pt-table-checksum computes it
 //! (`BIT_XOR(CAST(CONV(SUBSTRING(MD5(…), …), 16, 10) AS UNSIGNED))`).
+//! XOR cancels equal rows in pairs, which only a table without a unique
+//! key can hold: there the digest adds the exact `SUM` (DECIMAL) of the
+//! first 64-bit half, so `{a, a, b}` and `{b, c, c}` differ.
 //!
 //! Identifiers are quoted ([`quote_ident`]); key values are bound
 //! parameters, never spliced into the text.
@@ -115,9 +118,11 @@ pub fn upper_bound(
     )
 }
 
-/// The digest of the rows in a range: `COUNT(*)` and the two XORed halves
-/// of the row hashes (unsigned 64-bit). `index` `None`: the whole table
-/// (no usable key; `range` must be `"1"`).
+/// The digest of the rows in a range: `COUNT(*)`, the two XORed halves
+/// of the row hashes (unsigned 64-bit) and, for a table without a usable
+/// key (`index` `None`: the whole table, `range` must be `"1"`), the sum
+/// of the first halves as decimal text (`'0'` with a key, whose rows are
+/// unique).
 pub fn digest(
     schema: &str,
     table: &str,
@@ -125,10 +130,15 @@ pub fn digest(
     columns: &[String],
     range: &str,
 ) -> String {
+    let sum = if index.is_some() {
+        "'0'"
+    } else {
+        "CAST(COALESCE(SUM(CAST(CONV(SUBSTRING(h, 1, 16), 16, 10) AS UNSIGNED)), 0) AS CHAR)"
+    };
     format!(
         "SELECT COUNT(*), \
          COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(h, 1, 16), 16, 10) AS UNSIGNED)), 0), \
-         COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(h, 17, 16), 16, 10) AS UNSIGNED)), 0) \
+         COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(h, 17, 16), 16, 10) AS UNSIGNED)), 0), {sum} \
          FROM (SELECT {hash} AS h FROM {t} {fi} WHERE {range}) AS chunk",
         hash = row_hash(columns),
         t = qualified(schema, table),

@@ -235,12 +235,16 @@ impl Request {
             } => Err(ControlError::bad_request(
                 "check: chunkRows must be at least 1",
             )),
-            Request::Check { tables, .. } => match tables.iter().find(|t| !t.contains('.')) {
-                Some(t) => Err(ControlError::bad_request(format!(
-                    "check: table {t:?} is not schema.table"
-                ))),
-                None => Ok(()),
-            },
+            Request::Check {
+                chunk_time_ms: Some(0),
+                ..
+            } => Err(ControlError::bad_request(
+                "check: chunkTimeMs must be at least 1",
+            )),
+            Request::Check { tables, .. } => tables
+                .iter()
+                .try_for_each(|t| crate::check::name::parse_table(t).map(|_| ()))
+                .map_err(|e| ControlError::bad_request(format!("check: {e}"))),
             _ => Ok(()),
         }
     }

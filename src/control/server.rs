@@ -825,10 +825,10 @@ pub fn dispatch(
         } => {
             let defaults = crate::check::CheckOptions::default();
             handler.check(crate::replicator::check::CheckRequest {
+                // Validated with the request.
                 tables: tables
                     .iter()
-                    .filter_map(|t| t.split_once('.'))
-                    .map(|(s, t)| (s.to_owned(), t.to_owned()))
+                    .filter_map(|t| crate::check::name::parse_table(t).ok())
                     .collect(),
                 schemas,
                 options: crate::check::CheckOptions {

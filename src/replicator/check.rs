@@ -171,7 +171,8 @@ async fn check_all(
         if cancel.load(Ordering::Acquire) {
             return Err("cancelled".into());
         }
-        status.lock().expect("check status").current_table = Some(format!("{schema}.{table}"));
+        status.lock().expect("check status").current_table =
+            Some(crate::check::name::display(&schema, &table));
         let plan = TablePlan::read(&mut m, &schema, &table)
             .await
             .map_err(|e| e.to_string())?;
@@ -202,14 +203,62 @@ async fn check_all(
     Ok(())
 }
 
+/// Schemas of the server itself, which a check refuses: shardrep does
+/// not apply them, and they differ between any two servers.
+const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+
 /// The tables a request names: its tables, those of its schemas, or (with
 /// neither) those of the service's shards; base tables only, in name
 /// order, each once.
+///
+/// # Errors
+/// A system schema ([`SYSTEM_SCHEMAS`]), a named schema the master does
+/// not have, a named table that is not a base table on the master (a
+/// view, a sequence, none), or a failed query.
 async fn tables_of(
     master: &mut Conn,
     request: &CheckRequest,
     shards: &[String],
 ) -> Result<Vec<(String, String)>, String> {
+    use crate::check::name::display;
+    let named = request
+        .tables
+        .iter()
+        .map(|(s, _)| s)
+        .chain(&request.schemas);
+    if let Some(system) = named
+        .into_iter()
+        .find(|s| SYSTEM_SCHEMAS.contains(&s.to_ascii_lowercase().as_str()))
+    {
+        return Err(format!(
+            "{system} is a system schema: shardrep does not apply it, so a check does not              compare it"
+        ));
+    }
+    for (schema, table) in &request.tables {
+        let kind: Option<String> = master
+            .exec_first(
+                "SELECT TABLE_TYPE FROM information_schema.TABLES                  WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (schema.as_str(), table.as_str()),
+            )
+            .await
+            .map_err(|e| format!("look up {} on the master: {e}", display(schema, table)))?;
+        match kind.as_deref() {
+            Some("BASE TABLE") => {}
+            Some(other) => {
+                return Err(format!(
+                    "{} is a {} on the master: a check compares base tables",
+                    display(schema, table),
+                    other.to_ascii_lowercase()
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{}: no such table on the master",
+                    display(schema, table)
+                ))
+            }
+        }
+    }
     let mut out = request.tables.clone();
     let schemas: &[String] = if request.tables.is_empty() && request.schemas.is_empty() {
         shards
@@ -217,6 +266,21 @@ async fn tables_of(
         &request.schemas
     };
     for schema in schemas {
+        let exists: Option<String> = master
+            .exec_first(
+                "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+                (schema.as_str(),),
+            )
+            .await
+            .map_err(|e| format!("look up the schema {schema} on the master: {e}"))?;
+        if exists.is_none() {
+            // A shard of the map may have no schema (yet): only a schema
+            // the DBA named is an error.
+            if request.schemas.contains(schema) {
+                return Err(format!("no schema {schema} on the master"));
+            }
+            continue;
+        }
         let names: Vec<String> = master
             .exec(
                 "SELECT TABLE_NAME FROM information_schema.TABLES \
@@ -251,7 +315,7 @@ async fn aligned_snapshots(
         let (paused, _) = tokio::task::spawn_blocking(move || h.pause(PAUSE_TIMEOUT))
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| format!("{e} (is the service ONLINE?)"))?;
+            .map_err(|e| format!("could not pause the service's scheduler: {e}"))?;
         let position = master_snapshot(master).await;
         let position = match position {
             Ok(p) => p,
@@ -276,6 +340,9 @@ async fn aligned_snapshots(
         if let Err(e) = reached {
             hold.release();
             let _ = master.query_drop("ROLLBACK").await;
+            if e == crate::scheduler::hold::HoldError::Closed {
+                return Err(format!("could not hold the service at {position}: {e}"));
+            }
             last_error = e.to_string();
             continue;
         }
@@ -288,6 +355,9 @@ async fn aligned_snapshots(
         opened?;
         match confirmed {
             Ok(()) => return Ok(position),
+            Err(e @ crate::scheduler::hold::HoldError::Closed) => {
+                return Err(format!("could not hold the service at {position}: {e}"))
+            }
             Err(e) => {
                 let _ = master.query_drop("ROLLBACK").await;
                 let _ = replica.query_drop("ROLLBACK").await;

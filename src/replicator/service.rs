@@ -409,6 +409,9 @@ impl Service {
             .name("shardrep-run".into())
             .spawn(move || {
                 let result = super::run(&service.config, stop, &options);
+                if let Some(hold) = &options.hold {
+                    hold.close();
+                }
                 service.run_finished(result, &options);
             })
             .map_err(|e| failed(format!("cannot start the run thread: {e}")))?;

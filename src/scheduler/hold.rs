@@ -51,6 +51,8 @@ enum State {
     /// The scheduler released a pause or hold left too long (the check's
     /// next step fails).
     Expired,
+    /// The run ended ([`Hold::close`]): every step fails at once.
+    Closed,
 }
 
 /// A hold on one run's scheduler, shared between it and a check.
@@ -89,6 +91,10 @@ pub enum HoldError {
     /// A step out of order (e.g. `hold_at` without a pause).
     #[error("no pause to hold from")]
     NotPaused,
+    /// The run the hold belongs to ended (the service went OFFLINE or
+    /// failed).
+    #[error("the service stopped applying (it went OFFLINE or failed)")]
+    Closed,
 }
 
 impl Hold {
@@ -124,39 +130,32 @@ impl Hold {
     /// the last transaction handled, and its seqno.
     ///
     /// # Errors
-    /// [`HoldError::Timeout`] after `timeout` (the pause is withdrawn).
+    /// [`HoldError::Timeout`] after `timeout` (the pause is withdrawn);
+    /// [`HoldError::Closed`] at once when the run has ended.
     pub fn pause(
         &self,
         timeout: Duration,
     ) -> Result<(Option<BinlogPosition>, Option<Seqno>), HoldError> {
         let mut guard = self.state.lock().expect("hold");
+        if guard.0 == State::Closed {
+            return Err(HoldError::Closed);
+        }
         guard.0 = State::Pause {
             since: Instant::now(),
             reached: false,
         };
         self.asked.store(true, Ordering::Release);
         self.changed.notify_all();
-        let (guard, result) = self
-            .changed
-            .wait_timeout_while(guard, timeout, |(s, _)| {
-                matches!(s, State::Pause { reached: false, .. })
-            })
-            .expect("hold");
-        let mut guard = guard;
-        match &guard.0 {
-            State::Pause { reached: true, .. } => Ok((guard.1.position.clone(), guard.1.seqno)),
-            State::Expired => Err(HoldError::Expired),
-            _ if result.timed_out() => {
-                guard.0 = State::Free;
-                self.asked.store(false, Ordering::Release);
-                self.changed.notify_all();
-                Err(HoldError::Timeout {
-                    what: "pause".into(),
-                    timeout,
-                })
-            }
-            _ => Err(HoldError::NotPaused),
-        }
+        self.wait_for(
+            guard,
+            timeout,
+            "pause".into(),
+            |s| matches!(s, State::Pause { reached: false, .. }),
+            |s, handled| {
+                matches!(s, State::Pause { reached: true, .. })
+                    .then(|| (handled.position.clone(), handled.seqno))
+            },
+        )
     }
 
     /// After [`Hold::pause`]: lets the scheduler send every transaction
@@ -166,8 +165,9 @@ impl Hold {
     ///
     /// # Errors
     /// [`HoldError::NotPaused`] without a pause; [`HoldError::Expired`]
-    /// when the pause was released meanwhile; [`HoldError::Timeout`] after
-    /// `timeout` (the hold is withdrawn: the scheduler goes on).
+    /// when the pause was released meanwhile; [`HoldError::Closed`] when
+    /// the run ended; [`HoldError::Timeout`] after `timeout` (the hold is
+    /// withdrawn: the scheduler goes on).
     pub fn hold_at(
         &self,
         at: BinlogPosition,
@@ -177,6 +177,7 @@ impl Hold {
         match guard.0 {
             State::Pause { reached: true, .. } => {}
             State::Expired => return Err(HoldError::Expired),
+            State::Closed => return Err(HoldError::Closed),
             _ => return Err(HoldError::NotPaused),
         }
         guard.0 = State::Until {
@@ -184,25 +185,49 @@ impl Hold {
             reached: None,
         };
         self.changed.notify_all();
+        self.wait_for(
+            guard,
+            timeout,
+            format!("reach the binlog position {at}"),
+            |s| matches!(s, State::Until { reached: None, .. }),
+            |s, handled| {
+                matches!(
+                    s,
+                    State::Until {
+                        reached: Some(_),
+                        ..
+                    }
+                )
+                .then_some(handled.seqno)
+            },
+        )
+    }
+
+    /// The wait of a step: while `pending`, up to `timeout`; then `done`'s
+    /// answer, or why not (a step left pending is withdrawn).
+    fn wait_for<T>(
+        &self,
+        guard: std::sync::MutexGuard<'_, (State, Handled)>,
+        timeout: Duration,
+        what: String,
+        pending: impl Fn(&State) -> bool,
+        done: impl Fn(&State, &Handled) -> Option<T>,
+    ) -> Result<T, HoldError> {
         let (mut guard, result) = self
             .changed
-            .wait_timeout_while(guard, timeout, |(s, _)| {
-                matches!(s, State::Until { reached: None, .. })
-            })
+            .wait_timeout_while(guard, timeout, |(s, _)| pending(s))
             .expect("hold");
+        if let Some(answer) = done(&guard.0, &guard.1) {
+            return Ok(answer);
+        }
         match &guard.0 {
-            State::Until {
-                reached: Some(_), ..
-            } => Ok(guard.1.seqno),
             State::Expired => Err(HoldError::Expired),
+            State::Closed => Err(HoldError::Closed),
             _ if result.timed_out() => {
                 guard.0 = State::Free;
                 self.asked.store(false, Ordering::Release);
                 self.changed.notify_all();
-                Err(HoldError::Timeout {
-                    what: format!("reach the binlog position {at}"),
-                    timeout,
-                })
+                Err(HoldError::Timeout { what, timeout })
             }
             _ => Err(HoldError::NotPaused),
         }
@@ -214,12 +239,14 @@ impl Hold {
     ///
     /// # Errors
     /// [`HoldError::Expired`] when it went on meanwhile (released by
-    /// itself, a stop, an error): the snapshot must be taken again.
+    /// itself or by the caller): the snapshot must be taken again;
+    /// [`HoldError::Closed`] when the run ended (a stop, an error).
     pub fn confirm(&self) -> Result<(), HoldError> {
         match self.state.lock().expect("hold").0 {
             State::Until {
                 reached: Some(_), ..
             } => Ok(()),
+            State::Closed => Err(HoldError::Closed),
             _ => Err(HoldError::Expired),
         }
     }
@@ -227,7 +254,18 @@ impl Hold {
     /// Lets the scheduler go on (whatever step the hold is at).
     pub fn release(&self) {
         let mut guard = self.state.lock().expect("hold");
-        guard.0 = State::Free;
+        if guard.0 != State::Closed {
+            guard.0 = State::Free;
+        }
+        self.asked.store(false, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// The run ended: a step waited on fails now, and every later one at
+    /// once ([`HoldError::Closed`]).
+    pub fn close(&self) {
+        let mut guard = self.state.lock().expect("hold");
+        guard.0 = State::Closed;
         self.asked.store(false, Ordering::Release);
         self.changed.notify_all();
     }
@@ -248,7 +286,7 @@ impl Hold {
         }
         let guard = self.state.lock().expect("hold");
         match &guard.0 {
-            State::Free | State::Expired => false,
+            State::Free | State::Expired | State::Closed => false,
             State::Pause { .. } => true,
             State::Until { at, .. } => match next {
                 Some(end) => end > at,
@@ -305,9 +343,9 @@ impl Hold {
                 return;
             }
             if !keep_waiting() {
-                // A stop or an error: the hold ends here (the check's
-                // `confirm` fails).
-                guard.0 = State::Expired;
+                // A stop or an error: the run ends, and the hold with it
+                // (the check's `confirm` and next steps fail).
+                guard.0 = State::Closed;
                 self.asked.store(false, Ordering::Release);
                 self.changed.notify_all();
                 return;
@@ -373,5 +411,24 @@ mod tests {
             "the scheduler did not pause within 20 ms"
         );
         assert!(!hold.must_stop(None, None), "the pause was withdrawn");
+    }
+
+    #[test]
+    fn a_closed_hold_fails_its_waits_at_once() {
+        let hold = Hold::new(None);
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| hold.pause(Duration::from_secs(60)));
+            while !hold.asked.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let started = Instant::now();
+            hold.close();
+            assert_eq!(waiting.join().unwrap(), Err(HoldError::Closed));
+            assert!(started.elapsed() < Duration::from_secs(10));
+        });
+        assert_eq!(hold.pause(Duration::from_secs(60)), Err(HoldError::Closed));
+        hold.release();
+        assert_eq!(hold.pause(Duration::from_secs(60)), Err(HoldError::Closed));
+        assert!(!hold.must_stop(None, None));
     }
 }
