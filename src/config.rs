@@ -205,6 +205,8 @@ pub struct Config {
     pub shard_filter: ShardFilterConfig,
     /// `[control]`: the control socket.
     pub control: ControlConfig,
+    /// `[metrics]`: the Prometheus endpoint. May be omitted (off).
+    pub metrics: MetricsConfig,
     /// The file this configuration came from (or the origin given to
     /// [`Config::from_toml_str`]); named in errors.
     pub origin: PathBuf,
@@ -539,6 +541,16 @@ pub struct ControlConfig {
     /// `socket` (required): Unix socket path, at most 107 bytes (the
     /// `sun_path` limit). Created with mode 0600.
     pub socket: PathBuf,
+}
+
+/// `[metrics]`: Prometheus metrics over HTTP
+/// ([`crate::control::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `listen`: the address `GET /metrics` is served on, `host:port` with
+    /// a numeric host (e.g. `127.0.0.1:9104`, 9104 being the usual port of
+    /// a MySQL exporter plus one); `None` (absent): no metrics server.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl Config {

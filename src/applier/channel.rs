@@ -543,7 +543,7 @@ impl Channel {
                         "transient error; rolling back the block and retrying"
                     );
                     let _ = self.conn.query_drop("ROLLBACK").await;
-                    self.progress.count_retry();
+                    self.progress.count_retry(error.code);
                     if ddl {
                         // The DDL itself may have run before the error.
                         self.replay_ddl = Some(todo[0].0.seqno);

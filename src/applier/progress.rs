@@ -34,6 +34,14 @@ pub struct Progress {
     ddl_epoch: AtomicU64,
     /// Transient errors retried, over all channels.
     retries: AtomicU64,
+    /// Those retries per server error code (0: a connection or driver
+    /// error without one).
+    retries_by_code: Mutex<std::collections::BTreeMap<u16, u64>>,
+    /// Row changes (row image pairs) of the transactions committed in
+    /// this run.
+    rows_applied: AtomicU64,
+    /// Blocks (replica transactions) the channels committed in this run.
+    blocks_committed: AtomicU64,
     /// Each channel's last committed position (block or marker) and its
     /// applied latency (replica commit time minus master commit time, s).
     markers: Mutex<Vec<Option<AppliedMarker>>>,
@@ -90,6 +98,9 @@ impl Progress {
             durable_low_water: CommittedSeqno::new(lowest),
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            retries_by_code: Mutex::new(std::collections::BTreeMap::new()),
+            rows_applied: AtomicU64::new(0),
+            blocks_committed: AtomicU64::new(0),
             markers: Mutex::new(vec![None; start.len()]),
             applied: start.iter().map(|_| AtomicU64::new(0)).collect(),
             shards: Mutex::new(HashMap::new()),
@@ -262,10 +273,12 @@ impl Progress {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         let mut count = 0;
+        let mut rows = 0;
         // Per shard of the block: how many, and its last transaction.
         let mut per_shard: Vec<(&str, u64, &Transaction)> = Vec::new();
         for (txn, _) in applied.iter().copied() {
             count += 1;
+            rows += txn.row_count() as u64;
             match per_shard.iter_mut().find(|(s, _, _)| *s == txn.shard) {
                 Some(entry) => {
                     entry.1 += 1;
@@ -275,6 +288,8 @@ impl Progress {
             }
         }
         self.applied[channel].fetch_add(count, Ordering::Relaxed);
+        self.rows_applied.fetch_add(rows, Ordering::Relaxed);
+        self.blocks_committed.fetch_add(1, Ordering::Relaxed);
         let mut shards = self.shards.lock().expect("shards lock");
         for (shard, n, last) in per_shard {
             let latency = (now - f64::from(last.commit_timestamp)).max(0.0);
@@ -308,9 +323,37 @@ impl Progress {
         self.retries.load(Ordering::Relaxed)
     }
 
-    /// Counts one transient error retried.
-    pub(super) fn count_retry(&self) {
+    /// Counts one transient error retried, of server error `code` (0:
+    /// none, a connection or driver error).
+    pub(super) fn count_retry(&self, code: u16) {
         self.retries.fetch_add(1, Ordering::Relaxed);
+        *self
+            .retries_by_code
+            .lock()
+            .expect("retries lock")
+            .entry(code)
+            .or_default() += 1;
+    }
+
+    /// The retries so far per server error code (0: none).
+    pub fn retries_by_code(&self) -> std::collections::BTreeMap<u16, u64> {
+        self.retries_by_code.lock().expect("retries lock").clone()
+    }
+
+    /// Row changes of the transactions committed in this run.
+    pub fn rows_applied(&self) -> u64 {
+        self.rows_applied.load(Ordering::Relaxed)
+    }
+
+    /// Blocks (replica transactions, each one or more source
+    /// transactions) committed in this run.
+    pub fn blocks_committed(&self) -> u64 {
+        self.blocks_committed.load(Ordering::Relaxed)
+    }
+
+    /// Transactions committed in this run, over all channels.
+    pub fn applied_total(&self) -> u64 {
+        self.applied.iter().map(|a| a.load(Ordering::Relaxed)).sum()
     }
 
     /// How many DDL transactions the channels applied in this run: a

@@ -11,7 +11,8 @@
 use serde_aux::serde_introspection::serde_introspect;
 
 use super::raw::{
-    RawApply, RawConfig, RawControl, RawQueue, RawReplica, RawService, RawShardFilter, RawSource,
+    RawApply, RawConfig, RawControl, RawMetrics, RawQueue, RawReplica, RawService, RawShardFilter,
+    RawSource,
 };
 use super::ConfigProblem;
 
@@ -36,6 +37,7 @@ pub(super) fn section_fields(section: &str) -> Option<&'static [&'static str]> {
         "apply" => serde_introspect::<RawApply>(),
         "shard_filter" => serde_introspect::<RawShardFilter>(),
         "control" => serde_introspect::<RawControl>(),
+        "metrics" => serde_introspect::<RawMetrics>(),
         _ => return None,
     })
 }

@@ -16,9 +16,9 @@ use super::raw::{
 use super::start::StartPositionError;
 use super::{
     keys, redact, ApplyConfig, Config, ConfigError, ConfigProblem, ControlConfig,
-    FilesSourceConfig, LiveSourceConfig, Parallelism, QueueConfig, ReplicaConfig, Role, Secret,
-    ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint, SourceKind,
-    StartPosition,
+    FilesSourceConfig, LiveSourceConfig, MetricsConfig, Parallelism, QueueConfig, ReplicaConfig,
+    Role, Secret, ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint,
+    SourceKind, StartPosition,
 };
 
 /// Parses `text` as read from `origin`, resolving passwords with `env`, and
@@ -231,6 +231,20 @@ impl<'a> Builder<'a> {
         let control = ControlConfig {
             socket: self.required("control.socket", raw.control.socket).into(),
         };
+        let metrics = MetricsConfig {
+            listen: raw.metrics.listen.and_then(|text| {
+                text.parse()
+                    .map_err(|_| {
+                        self.problem(
+                            "metrics.listen",
+                            format!(
+                                "{text:?} is not an address host:port (e.g. \"127.0.0.1:9104\")"
+                            ),
+                        )
+                    })
+                    .ok()
+            }),
+        };
         Config {
             service,
             source,
@@ -239,6 +253,7 @@ impl<'a> Builder<'a> {
             apply,
             shard_filter,
             control,
+            metrics,
             origin: self.origin.to_path_buf(),
         }
     }

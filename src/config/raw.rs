@@ -21,6 +21,7 @@ pub(super) struct RawConfig {
     pub(super) apply: RawApply,
     pub(super) shard_filter: RawShardFilter,
     pub(super) control: RawControl,
+    pub(super) metrics: RawMetrics,
 }
 
 /// `[service]` as written.
@@ -115,6 +116,13 @@ pub(super) struct RawShardFilter {
 #[serde(default)]
 pub(super) struct RawControl {
     pub(super) socket: Option<String>,
+}
+
+/// `[metrics]` as written.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct RawMetrics {
+    pub(super) listen: Option<String>,
 }
 
 /// A TOML integer; a value of another type is reported as "expected an

@@ -138,6 +138,7 @@ fn minimal_config_and_its_defaults() {
         control: ControlConfig {
             socket: "/tmp/c.sock".into(),
         },
+        metrics: MetricsConfig::default(),
         origin: "conf/minimal.toml".into(),
     };
     assert_eq!(cfg, expected);

@@ -568,6 +568,46 @@ pub struct Status {
     pub uptime_seconds: f64,
     /// `timeInStateSeconds`: seconds since the last state change.
     pub time_in_state_seconds: f64,
+    /// `transactionsAppliedCount`: transactions the channels committed
+    /// since the service started.
+    pub transactions_applied_count: u64,
+    /// `rowChangesAppliedCount`: their row changes (row image pairs).
+    pub row_changes_applied_count: u64,
+    /// `blocksCommittedCount`: replica transactions committed (block
+    /// commit groups several source transactions in one).
+    pub blocks_committed_count: u64,
+    /// `retryCount`: transient errors retried since the service started.
+    pub retry_count: u64,
+    /// `retryCounts`: those per server error code, as `code=N[,code=N...]`
+    /// (code 0: a connection error without one), code order; `null`
+    /// when none.
+    pub retry_counts: Option<String>,
+    /// `errorCounts`: runs ended by an error (`OFFLINE:ERROR`) since the
+    /// service started, per error code as for `retryCounts`.
+    pub error_counts: Option<String>,
+    /// `masterBinlogEnd`: the master's last binlog file and size
+    /// (`file:pos`), looked at every 2 s; `null` without a live source
+    /// or before the first look (the source user needs `BINLOG MONITOR`
+    /// or `REPLICATION CLIENT`).
+    pub master_binlog_end: Option<String>,
+    /// `masterGtidPos`: the master's `@@gtid_binlog_pos` at that look.
+    pub master_gtid_pos: Option<String>,
+    /// `bytesBehind`: binlog bytes from `appliedLastEventId` to
+    /// `masterBinlogEnd`.
+    pub bytes_behind: Option<u64>,
+    /// `transactionsBehind`: transactions in the queue not applied yet
+    /// (`maximumStoredSeqNo - appliedLastSeqno`; those not extracted yet
+    /// count in `bytesBehind` only).
+    pub transactions_behind: Option<u64>,
+    /// `applyRateBytesPerSecond`: applied binlog bytes per second over
+    /// the last 30 s.
+    pub apply_rate_bytes_per_second: Option<f64>,
+    /// `applyRateTransactionsPerSecond`: applied seqnos per second over
+    /// the same window.
+    pub apply_rate_transactions_per_second: Option<f64>,
+    /// `catchUpEtaSeconds`: `bytesBehind` at that rate; 0 when nothing is
+    /// behind, `null` while nothing was applied in the window.
+    pub catch_up_eta_seconds: Option<f64>,
 }
 
 impl Status {
@@ -603,6 +643,19 @@ impl Status {
             last_offline_clean: false,
             uptime_seconds: 0.0,
             time_in_state_seconds: 0.0,
+            transactions_applied_count: 0,
+            row_changes_applied_count: 0,
+            blocks_committed_count: 0,
+            retry_count: 0,
+            retry_counts: None,
+            error_counts: None,
+            master_binlog_end: None,
+            master_gtid_pos: None,
+            bytes_behind: None,
+            transactions_behind: None,
+            apply_rate_bytes_per_second: None,
+            apply_rate_transactions_per_second: None,
+            catch_up_eta_seconds: None,
         }
     }
 }

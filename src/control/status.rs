@@ -38,7 +38,31 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.last_offline_clean = s.last_offline_clean;
     status.uptime_seconds = s.uptime.as_secs_f64();
     status.time_in_state_seconds = s.time_in_state.as_secs_f64();
+    status.transactions_applied_count = s.applied.transactions;
+    status.row_changes_applied_count = s.applied.row_changes;
+    status.blocks_committed_count = s.applied.blocks;
+    status.retry_count = s.applied.retry_count();
+    status.retry_counts = code_counts(s.applied.retries.iter().map(|(c, n)| (u32::from(*c), *n)));
+    status.error_counts = code_counts(s.applied.errors.iter().map(|(c, n)| (*c, *n)));
+    if let Some(lag) = s.lag {
+        status.master_binlog_end = Some(lag.master_end.to_string());
+        status.master_gtid_pos = Some(lag.master_gtid);
+        status.bytes_behind = lag.bytes_behind;
+        status.transactions_behind = lag.transactions_behind;
+        status.apply_rate_bytes_per_second = lag.rate_bytes_per_second;
+        status.apply_rate_transactions_per_second = lag.rate_transactions_per_second;
+        status.catch_up_eta_seconds = lag.eta_seconds;
+    }
     status
+}
+
+/// `code=N[,code=N...]` of the codes with a count; `None` for none.
+fn code_counts(counts: impl Iterator<Item = (u32, u64)>) -> Option<String> {
+    let text: Vec<String> = counts
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c}={n}"))
+        .collect();
+    (!text.is_empty()).then(|| text.join(","))
 }
 
 /// `skippedSeqnos`: ranges as `N[,M-K...]` (the text `online
@@ -120,6 +144,8 @@ mod tests {
     use crate::applier::work::ShardApplied;
     use crate::config::{Parallelism, Role};
     use crate::position::ChannelId;
+    use crate::replicator::service::lag::Lag;
+    use crate::replicator::service::report::ApplyTotals;
     use crate::replicator::state::{PendingError, State};
     use std::time::Duration;
 
@@ -158,6 +184,23 @@ mod tests {
             last_offline_clean: true,
             uptime: Duration::from_millis(2500),
             time_in_state: Duration::from_millis(500),
+            applied: ApplyTotals {
+                transactions: 100,
+                row_changes: 950,
+                blocks: 9,
+                retries: [(1213, 2), (0, 1)].into_iter().collect(),
+                errors: [(1062, 1)].into_iter().collect(),
+            },
+            lag: Some(Lag {
+                master_end: "mariadb-bin.000003:4000".parse().unwrap(),
+                master_gtid: "0-1-120".into(),
+                bytes_behind: Some(9000),
+                transactions_behind: Some(13),
+                rate_bytes_per_second: Some(3000.0),
+                rate_transactions_per_second: Some(40.0),
+                eta_seconds: Some(3.0),
+                seen: std::time::Instant::now(),
+            }),
         };
         let mut expected = Status::new("sjc", "extractor", State::OfflineError);
         expected.applied_last_seqno = Some(7);
@@ -184,6 +227,19 @@ mod tests {
         expected.last_offline_clean = true;
         expected.uptime_seconds = 2.5;
         expected.time_in_state_seconds = 0.5;
+        expected.transactions_applied_count = 100;
+        expected.row_changes_applied_count = 950;
+        expected.blocks_committed_count = 9;
+        expected.retry_count = 3;
+        expected.retry_counts = Some("0=1,1213=2".into());
+        expected.error_counts = Some("1062=1".into());
+        expected.master_binlog_end = Some("mariadb-bin.000003:4000".into());
+        expected.master_gtid_pos = Some("0-1-120".into());
+        expected.bytes_behind = Some(9000);
+        expected.transactions_behind = Some(13);
+        expected.apply_rate_bytes_per_second = Some(3000.0);
+        expected.apply_rate_transactions_per_second = Some(40.0);
+        expected.catch_up_eta_seconds = Some(3.0);
         assert_eq!(status(snapshot), expected);
     }
 

@@ -46,11 +46,12 @@ use crate::shard::map::{ShardEntry, ShardMap};
 use crate::shard::store;
 
 mod error;
+pub mod lag;
 pub mod report;
 
 pub use error::ServiceError;
 pub use report::{
-    ChannelSnapshot, HandedBack, ResetDone, RowStatus, ShardSnapshot, StatusSnapshot,
+    ApplyTotals, ChannelSnapshot, HandedBack, ResetDone, RowStatus, ShardSnapshot, StatusSnapshot,
 };
 
 /// Most transactions one `log list` answers with.
@@ -69,6 +70,9 @@ pub struct Service {
     me: std::sync::Weak<Service>,
     /// The last consistency check, while it runs and after.
     check: Mutex<Option<CheckSlot>>,
+    /// The master's end and the distance to it ([`lag`]), kept current
+    /// by a thread of its own with a live source.
+    lag: Mutex<Option<lag::Lag>>,
 }
 
 struct Inner {
@@ -84,6 +88,8 @@ struct Inner {
     /// Row parallelism's waits and fallbacks of the runs that ended
     /// (status adds the current run's, as for `totals`).
     row_totals: RowStatus,
+    /// What the runs that ended applied (status adds the current run's).
+    apply_totals: ApplyTotals,
     /// Stored seqno range of the queue when last seen.
     last_stored: (Option<Seqno>, Option<Seqno>),
     until_seqno: Option<u64>,
@@ -131,7 +137,16 @@ impl Service {
     /// when the service goes online.
     pub fn new(config: Config, stop_when_idle: bool) -> Arc<Service> {
         let (rows, skipped) = read_catalog(&config).unwrap_or_default();
-        Arc::new_cyclic(|me| Service {
+        let master = config.source.live().map(|live| {
+            crate::mysql::connection_opts(
+                &live.host,
+                live.port,
+                None,
+                &live.user,
+                live.password.expose(),
+            )
+        });
+        let service = Arc::new_cyclic(|me| Service {
             me: me.clone(),
             config,
             started: Instant::now(),
@@ -141,6 +156,7 @@ impl Service {
                 last_rows: rows,
                 totals: (0, 0, 0, 0),
                 row_totals: RowStatus::default(),
+                apply_totals: ApplyTotals::default(),
                 last_stored: (None, None),
                 until_seqno: None,
                 offline_at_seqno: None,
@@ -153,7 +169,24 @@ impl Service {
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             stop_when_idle,
             check: Mutex::new(None),
-        })
+            lag: Mutex::new(None),
+        });
+        if let Some(master) = master {
+            lag::spawn(
+                Arc::downgrade(&service),
+                master,
+                |s: &Service| {
+                    let status = s.status();
+                    lag::Applied {
+                        position: status.applied_last_event_id.and_then(|e| e.parse().ok()),
+                        seqno: status.applied_last_seqno.map(Seqno::get),
+                        stored: status.maximum_stored_seqno.map(Seqno::get),
+                    }
+                },
+                |s: &Service| &s.lag,
+            );
+        }
+        service
     }
 
     /// Starts a consistency check ([`super::check`]) on a thread of its
@@ -451,6 +484,9 @@ impl Service {
             inner.totals.3 += counters.window_waits.load(Ordering::Relaxed);
             inner.row_totals.add(&counters.row);
         }
+        if let Some(progress) = observer.progress.lock().expect("observer").as_ref() {
+            inner.apply_totals.add(progress);
+        }
         let immediate = options
             .immediate
             .as_ref()
@@ -522,6 +558,11 @@ impl Service {
                     inner.unclean = None;
                 }
                 let mut pending = pending_error(&error);
+                *inner
+                    .apply_totals
+                    .errors
+                    .entry(pending.code.unwrap_or(0))
+                    .or_default() += 1;
                 pending.message.push_str(&way_out(
                     &error,
                     &inner.last_rows,
@@ -837,6 +878,8 @@ impl Service {
             last_offline_clean: inner.machine.last_offline_clean(),
             uptime: self.started.elapsed(),
             time_in_state: inner.machine.time_in_state(),
+            applied: inner.apply_totals.clone(),
+            lag: self.lag.lock().expect("lag").clone(),
         };
         if let Some(run) = &inner.run {
             let o = &run.observer;
@@ -854,6 +897,7 @@ impl Service {
                 status.maximum_stored_seqno = queue.max_seqno();
             }
             if let Some(progress) = o.progress.lock().expect("observer").as_ref() {
+                status.applied.add(progress);
                 let channels = usize::from(self.config.apply.channels);
                 let markers: Vec<_> = (0..channels).map(|c| progress.marker(c)).collect();
                 // The low-water mark (every seqno up to it committed by

@@ -74,6 +74,12 @@ pub struct StatusSnapshot {
     pub uptime: Duration,
     /// Time since the last state change.
     pub time_in_state: Duration,
+    /// What the channels applied since the service started.
+    pub applied: ApplyTotals,
+    /// Where the master is and how far behind the service is
+    /// ([`super::lag`]); `None` without a live source or before the first
+    /// look at the master.
+    pub lag: Option<super::lag::Lag>,
 }
 
 /// What row parallelism (`[apply] parallelism = "row"`) did, for status;
@@ -114,6 +120,42 @@ impl RowStatus {
             .zip(self.fallbacks)
             .filter(|(_, n)| *n > 0)
             .map(|(f, n)| (*f, n))
+    }
+}
+
+/// What the channels applied since the service started: the runs that
+/// ended plus the running one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyTotals {
+    /// Transactions committed on the replica.
+    pub transactions: u64,
+    /// Their row changes (row image pairs).
+    pub row_changes: u64,
+    /// Blocks committed (replica transactions of one or more source
+    /// transactions each).
+    pub blocks: u64,
+    /// Transient errors retried, per server error code (0: a connection
+    /// or driver error without one).
+    pub retries: std::collections::BTreeMap<u16, u64>,
+    /// Runs ended by an error (`OFFLINE:ERROR`), per server error code (0:
+    /// an error without one).
+    pub errors: std::collections::BTreeMap<u32, u64>,
+}
+
+impl ApplyTotals {
+    /// Adds what `progress` counted in its run.
+    pub fn add(&mut self, progress: &crate::applier::progress::Progress) {
+        self.transactions += progress.applied_total();
+        self.row_changes += progress.rows_applied();
+        self.blocks += progress.blocks_committed();
+        for (code, n) in progress.retries_by_code() {
+            *self.retries.entry(code).or_default() += n;
+        }
+    }
+
+    /// Every retry, whatever its code.
+    pub fn retry_count(&self) -> u64 {
+        self.retries.values().sum()
     }
 }
 

@@ -1,0 +1,349 @@
+//! How far behind the master the service is, for `status` and the
+//! metrics (issue 19): the master's binlog end (bytes and GTID), the bytes
+//! and transactions still to apply, the recent apply rate and the time
+//! the catch-up should still take.
+//!
+//! A thread of the service ([`spawn`]) looks at the master every
+//! [`LAG_INTERVAL`]: `SHOW BINARY LOGS` (each binlog file's size: the
+//! master's end is the last file at its size, and a position's distance
+//! to it is the rest of its file plus every later file) and
+//! `@@gtid_binlog_pos`. It samples the service's applied position at the
+//! same moment; the rate is the applied bytes and seqnos over the samples
+//! of the last [`RATE_WINDOW`]. `SHOW BINARY LOGS` needs the source user's
+//! `BINLOG MONITOR` (MariaDB 10.5+) or `REPLICATION CLIENT` privilege;
+//! without it these fields stay empty (logged once).
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use crate::position::BinlogPosition;
+
+/// How often the master is looked at.
+pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The span of samples the apply rate is measured over.
+pub const RATE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The master's end and the service's distance to it, as of `seen`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lag {
+    /// The master's last binlog file at its size (the next event's
+    /// position).
+    pub master_end: BinlogPosition,
+    /// The master's `@@gtid_binlog_pos`.
+    pub master_gtid: String,
+    /// Binlog bytes from the applied position to the master's end;
+    /// `None` when the applied position is unknown or its file is no
+    /// longer on the master.
+    pub bytes_behind: Option<u64>,
+    /// Transactions in the queue not applied yet (the highest stored
+    /// seqno minus the applied one); those the extractor has not read yet
+    /// are in `bytes_behind` only.
+    pub transactions_behind: Option<u64>,
+    /// Applied binlog bytes per second over the last [`RATE_WINDOW`].
+    pub rate_bytes_per_second: Option<f64>,
+    /// Applied seqnos per second over the same window.
+    pub rate_transactions_per_second: Option<f64>,
+    /// `bytes_behind` at that rate, seconds: 0 when nothing is behind,
+    /// `None` while nothing was applied in the window.
+    pub eta_seconds: Option<f64>,
+    /// When the master was looked at.
+    pub seen: Instant,
+}
+
+/// One binlog file of the master and its size in bytes.
+type BinlogFile = (String, u64);
+
+/// The position's distance in bytes from the start of the oldest file
+/// listed; `None` when its file is not listed.
+fn absolute(files: &[BinlogFile], position: &BinlogPosition) -> Option<u64> {
+    let mut before = 0u64;
+    for (name, size) in files {
+        if name == position.file() {
+            return Some(before + position.offset());
+        }
+        before += size;
+    }
+    None
+}
+
+/// A sample of the applied position: when, its absolute byte offset
+/// ([`absolute`]) and the applied seqno.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    bytes: Option<u64>,
+    seqno: Option<u64>,
+}
+
+/// The samples of the last [`RATE_WINDOW`] and the rates they give.
+#[derive(Debug, Default)]
+pub(crate) struct Rates {
+    samples: VecDeque<Sample>,
+}
+
+impl Rates {
+    fn push(&mut self, sample: Sample) {
+        self.samples.push_back(sample);
+        while self
+            .samples
+            .front()
+            .is_some_and(|s| sample.at.duration_since(s.at) > RATE_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Bytes and seqnos per second between the oldest and the newest
+    /// sample (at least 1 s apart).
+    fn rates(&self) -> (Option<f64>, Option<f64>) {
+        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
+            return (None, None);
+        };
+        let secs = last.at.duration_since(first.at).as_secs_f64();
+        if secs < 1.0 {
+            return (None, None);
+        }
+        let per_second = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / secs),
+            _ => None,
+        };
+        (
+            per_second(first.bytes, last.bytes),
+            per_second(first.seqno, last.seqno),
+        )
+    }
+}
+
+/// What the service reports of itself for a sample.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Applied {
+    /// `appliedLastEventId` as a position.
+    pub position: Option<BinlogPosition>,
+    /// `appliedLastSeqno`.
+    pub seqno: Option<u64>,
+    /// `maximumStoredSeqNo`.
+    pub stored: Option<u64>,
+}
+
+/// The lag from the master's `files` and `gtid`, the service's `applied`
+/// position and the rate samples (this sample added).
+pub(crate) fn measure(
+    files: &[BinlogFile],
+    gtid: String,
+    applied: &Applied,
+    rates: &mut Rates,
+    now: Instant,
+) -> Option<Lag> {
+    let (last, size) = files.last()?;
+    let master_end = BinlogPosition::new(last.clone(), *size).ok()?;
+    let end = absolute(files, &master_end)?;
+    let at = applied.position.as_ref().and_then(|p| absolute(files, p));
+    rates.push(Sample {
+        at: now,
+        bytes: at,
+        seqno: applied.seqno,
+    });
+    let (rate_bytes, rate_txns) = rates.rates();
+    let bytes_behind = at.map(|a| end.saturating_sub(a));
+    let eta = match (bytes_behind, rate_bytes) {
+        (Some(0), _) => Some(0.0),
+        (Some(b), Some(r)) if r > 0.0 => Some(b as f64 / r),
+        _ => None,
+    };
+    Some(Lag {
+        master_end,
+        master_gtid: gtid,
+        bytes_behind,
+        transactions_behind: applied
+            .stored
+            .map(|s| s.saturating_sub(applied.seqno.unwrap_or(0))),
+        rate_bytes_per_second: rate_bytes,
+        rate_transactions_per_second: rate_txns,
+        eta_seconds: eta,
+        seen: now,
+    })
+}
+
+/// Reads the master's binlog files and GTID position.
+async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String), String> {
+    let rows: Vec<mysql_async::Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| format!("SHOW BINARY LOGS: {e}"))?;
+    let files = rows
+        .into_iter()
+        .filter_map(|row| {
+            let name: String = row.get(0)?;
+            let size: u64 = row.get(1)?;
+            Some((name, size))
+        })
+        .collect();
+    let gtid: Option<String> = conn
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .map_err(|e| format!("SELECT @@gtid_binlog_pos: {e}"))?;
+    Ok((files, gtid.unwrap_or_default()))
+}
+
+/// Starts the thread that keeps `slot` current until the service is
+/// dropped: every [`LAG_INTERVAL`], the master through `master` and the
+/// service's applied position through `applied`.
+pub(crate) fn spawn<S: Send + Sync + 'static>(
+    service: Weak<S>,
+    master: mysql_async::Opts,
+    applied: fn(&S) -> Applied,
+    slot: fn(&S) -> &Mutex<Option<Lag>>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("shardrep-lag".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let mut conn: Option<mysql_async::Conn> = None;
+            let mut rates = Rates::default();
+            let mut failing = false;
+            loop {
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                let looked = runtime.block_on(async {
+                    if conn.is_none() {
+                        conn = Some(
+                            mysql_async::Conn::new(master.clone())
+                                .await
+                                .map_err(|e| format!("connect: {e}"))?,
+                        );
+                    }
+                    look(conn.as_mut().expect("connected")).await
+                });
+                match looked {
+                    Ok((files, gtid)) => {
+                        if failing {
+                            tracing::info!("status shows the master's binlog end again");
+                            failing = false;
+                        }
+                        let now = Instant::now();
+                        let lag = measure(&files, gtid, &applied(&service), &mut rates, now);
+                        *slot(&service).lock().expect("lag") = lag;
+                    }
+                    Err(e) => {
+                        conn = None;
+                        if !failing {
+                            tracing::warn!(
+                                error = %e,
+                                "cannot read the master's binlog end: status and metrics show \
+                                 no bytes behind or catch-up estimate until it can (the source \
+                                 user needs BINLOG MONITOR or REPLICATION CLIENT)"
+                            );
+                            failing = true;
+                        }
+                        *slot(&service).lock().expect("lag") = None;
+                    }
+                }
+                drop(service);
+                std::thread::sleep(LAG_INTERVAL);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the thread that measures the lag");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(file: &str, offset: u64) -> BinlogPosition {
+        BinlogPosition::new(file, offset).unwrap()
+    }
+
+    #[test]
+    fn bytes_behind_span_files_and_the_rate_gives_the_eta() {
+        let files = vec![
+            ("mariadb-bin.000001".to_string(), 1000),
+            ("mariadb-bin.000002".to_string(), 5000),
+        ];
+        let mut rates = Rates::default();
+        let t0 = Instant::now();
+        let applied = |file, offset, seqno| Applied {
+            position: Some(pos(file, offset)),
+            seqno: Some(seqno),
+            stored: Some(100),
+        };
+        let first = measure(
+            &files,
+            "0-1-100".into(),
+            &applied("mariadb-bin.000001", 400, 10),
+            &mut rates,
+            t0,
+        )
+        .unwrap();
+        assert_eq!(first.master_end, pos("mariadb-bin.000002", 5000));
+        assert_eq!(first.bytes_behind, Some(600 + 5000));
+        assert_eq!(first.transactions_behind, Some(90));
+        assert_eq!(
+            (first.rate_bytes_per_second, first.eta_seconds),
+            (None, None)
+        );
+        let second = measure(
+            &files,
+            "0-1-100".into(),
+            &applied("mariadb-bin.000002", 1000, 30),
+            &mut rates,
+            t0 + Duration::from_secs(2),
+        )
+        .unwrap();
+        // 1600 bytes and 20 seqnos in 2 s; 4000 bytes left.
+        assert_eq!(second.bytes_behind, Some(4000));
+        assert_eq!(second.rate_bytes_per_second, Some(800.0));
+        assert_eq!(second.rate_transactions_per_second, Some(10.0));
+        assert_eq!(second.eta_seconds, Some(5.0));
+        // Samples older than the window drop out: no rate from one sample.
+        let later = measure(
+            &files,
+            "0-1-100".into(),
+            &applied("mariadb-bin.000002", 5000, 100),
+            &mut rates,
+            t0 + RATE_WINDOW + Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(later.bytes_behind, Some(0));
+        assert_eq!(later.eta_seconds, Some(0.0));
+        assert_eq!(later.rate_bytes_per_second, None);
+    }
+
+    #[test]
+    fn a_position_in_a_purged_file_has_no_distance() {
+        let files = vec![("mariadb-bin.000007".to_string(), 300)];
+        let applied = Applied {
+            position: Some(pos("mariadb-bin.000003", 4)),
+            seqno: None,
+            stored: None,
+        };
+        let lag = measure(
+            &files,
+            String::new(),
+            &applied,
+            &mut Rates::default(),
+            Instant::now(),
+        )
+        .unwrap();
+        assert_eq!((lag.bytes_behind, lag.transactions_behind), (None, None));
+        assert!(measure(
+            &[],
+            String::new(),
+            &applied,
+            &mut Rates::default(),
+            Instant::now()
+        )
+        .is_none());
+    }
+}
