@@ -577,6 +577,15 @@ fn run_service(
             .context("start the signal thread")?;
     }
     let service = Service::new(cfg.clone(), until_idle);
+    // Before the control socket: an address in use stops the start here.
+    let metrics = match cfg.metrics.listen {
+        Some(addr) => {
+            let server = shardrep::control::metrics::MetricsServer::start(addr, service.clone())?;
+            tracing::info!(listen = %server.addr(), "metrics: serving GET /metrics");
+            Some(server)
+        }
+        None => None,
+    };
     let handler = Arc::new(ServiceHandler::new(service.clone()));
     let server = ControlServer::start(&cfg.control.socket, handler)
         .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
@@ -603,6 +612,9 @@ fn run_service(
     }
     let status = service.status();
     server.shutdown();
+    if let Some(metrics) = metrics {
+        metrics.shutdown();
+    }
     // With --until-idle the run's own end is the outcome; a stop asked
     // for by a signal is a clean exit (the error is in the log and was in
     // status).

@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod handler;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod status;

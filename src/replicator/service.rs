@@ -752,6 +752,18 @@ impl Service {
 
     /// Runs `f` on the queue: the running pipeline's, or the queue opened
     /// for this call when offline.
+    /// The queue's description while a run holds it open (`None`
+    /// otherwise: opening the queue here would take its lock from a run
+    /// that starts meanwhile).
+    pub fn running_queue_info(&self) -> Option<QueueInfo> {
+        let open = self
+            .lock()
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())?;
+        open.info().ok()
+    }
+
     fn with_queue<T>(
         &self,
         f: impl FnOnce(&TransactionQueue) -> Result<T, ServiceError>,

@@ -75,6 +75,8 @@ pub struct ServiceSpec {
     pub replica_user: Option<String>,
     /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
+    /// More sections appended to the configuration (e.g. `[metrics]`).
+    pub extra_toml: String,
 }
 
 impl ServiceSpec {
@@ -101,6 +103,7 @@ impl ServiceSpec {
             replica_password: None,
             replica_user: None,
             compound_blocks: true,
+            extra_toml: String::new(),
         }
     }
 
@@ -155,7 +158,9 @@ map_file = "{map}"
 unknown_shard_policy = "drop"
 [control]
 socket = "{socket}"
+{extra}
 "#,
+            extra = self.extra_toml,
             service = self.service,
             host = sb.host,
             master_port = sb.port(Server::Master),
