@@ -181,6 +181,10 @@ impl Service {
                         position: status.applied_last_event_id.and_then(|e| e.parse().ok()),
                         seqno: status.applied_last_seqno.map(Seqno::get),
                         stored: status.maximum_stored_seqno.map(Seqno::get),
+                        stored_gtid: s
+                            .running_queue_info()
+                            .and_then(|q| q.progress)
+                            .map(|p| p.gtid_position),
                     }
                 },
                 |s: &Service| &s.lag,

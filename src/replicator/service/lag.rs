@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use crate::position::BinlogPosition;
+use crate::position::{BinlogPosition, GtidPos};
 
 /// How often the master is looked at.
 pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
@@ -127,6 +127,9 @@ pub(crate) struct Applied {
     pub seqno: Option<u64>,
     /// `maximumStoredSeqNo`.
     pub stored: Option<u64>,
+    /// The GTID position after the last stored transaction (every
+    /// domain), while a run holds the queue.
+    pub stored_gtid: Option<GtidPos>,
 }
 
 /// The lag from the master's `files` and `gtid`, the service's `applied`
@@ -148,7 +151,21 @@ pub(crate) fn measure(
         seqno: applied.seqno,
     });
     let (rate_bytes, rate_txns) = rates.rates();
-    let bytes_behind = at.map(|a| end.saturating_sub(a));
+    let transactions_behind = applied
+        .stored
+        .map(|s| s.saturating_sub(applied.seqno.unwrap_or(0)));
+    // Every transaction of the master stored and applied: the bytes after
+    // the applied position are events of no transaction (a new binlog
+    // file's header after a rotation, a checkpoint), nothing to apply.
+    let master_gtid: Option<GtidPos> = gtid.parse().ok();
+    let caught_up = transactions_behind == Some(0)
+        && matches!((&applied.stored_gtid, &master_gtid), (Some(stored), Some(master))
+            if master.iter().all(|g| stored.contains(g)));
+    let bytes_behind = if caught_up {
+        Some(0)
+    } else {
+        at.map(|a| end.saturating_sub(a))
+    };
     let eta = match (bytes_behind, rate_bytes) {
         (Some(0), _) => Some(0.0),
         (Some(b), Some(r)) if r > 0.0 => Some(b as f64 / r),
@@ -158,9 +175,7 @@ pub(crate) fn measure(
         master_end,
         master_gtid: gtid,
         bytes_behind,
-        transactions_behind: applied
-            .stored
-            .map(|s| s.saturating_sub(applied.seqno.unwrap_or(0))),
+        transactions_behind,
         rate_bytes_per_second: rate_bytes,
         rate_transactions_per_second: rate_txns,
         eta_seconds: eta,
@@ -277,6 +292,7 @@ mod tests {
             position: Some(pos(file, offset)),
             seqno: Some(seqno),
             stored: Some(100),
+            stored_gtid: None,
         };
         let first = measure(
             &files,
@@ -327,6 +343,7 @@ mod tests {
             position: Some(pos("mariadb-bin.000003", 4)),
             seqno: None,
             stored: None,
+            stored_gtid: None,
         };
         let lag = measure(
             &files,
@@ -345,5 +362,31 @@ mod tests {
             Instant::now()
         )
         .is_none());
+    }
+
+    #[test]
+    fn caught_up_by_gtid_is_nothing_behind_after_a_rotation() {
+        // Applied up to the end of file 1; file 2 holds only its header.
+        let files = vec![
+            ("mariadb-bin.000001".to_string(), 1000),
+            ("mariadb-bin.000002".to_string(), 385),
+        ];
+        let mut applied = Applied {
+            position: Some(pos("mariadb-bin.000001", 1000)),
+            seqno: Some(41),
+            stored: Some(41),
+            stored_gtid: Some("0-1-50,1-2-7".parse().unwrap()),
+        };
+        let now = Instant::now();
+        let lag = |applied: &Applied, gtid: &str| {
+            measure(&files, gtid.into(), applied, &mut Rates::default(), now).unwrap()
+        };
+        assert_eq!(lag(&applied, "0-1-50,1-2-7").bytes_behind, Some(0));
+        assert_eq!(lag(&applied, "0-1-50,1-2-7").eta_seconds, Some(0.0));
+        // The master has a transaction more: the bytes count.
+        assert_eq!(lag(&applied, "0-1-51,1-2-7").bytes_behind, Some(385));
+        // Stored but not applied: the bytes count.
+        applied.stored = Some(42);
+        assert_eq!(lag(&applied, "0-1-50,1-2-7").bytes_behind, Some(385));
     }
 }
