@@ -136,21 +136,49 @@ for _ in $(seq 1 600); do
     sleep 0.1
 done
 ctl wait --state ONLINE --timeout-secs 120 >/dev/null || { tail -20 "$work/shardrep.log"; die "shardrep did not go online"; }
-last_print=0
+# The catch-up's progress as a DBA follows it (a bar on a terminal, a
+# line every 2 s otherwise), while this loop times the catch-up exactly
+# and records each status for the ETA figure below.
+echo "--- shardrepctl status --watch"
+ctl status --watch --interval-secs 2 &
+watch_pid=$!
+trap 'kill $pid $watch_pid 2>/dev/null || true' EXIT
+: > "$work/catchup-status.jsonl"
 while :; do
     json=$(ctl --json status) || { tail -20 "$work/shardrep.log"; die "shardrepctl status failed"; }
+    printf '%s %s\n' "$(date +%s.%N)" "$json" >> "$work/catchup-status.jsonl"
     state=$(json_field "$json" state)
     [ "$state" = "OFFLINE:ERROR" ] && { ctl status; die "shardrep stopped on an error"; }
     [ "$(json_field "$json" appliedLastEventId)" = "$end" ] && break
-    now=$(date +%s)
-    if [ $((now - last_print)) -ge 3 ]; then
-        last_print=$now
-        echo "--- shardrepctl status"
-        ctl status | grep -E '^(state|appliedLastSeqno|appliedLastEventId|appliedLatency|relativeLatency|channels|serializationCount|maximumStoredSeqNo) ' || true
-    fi
     sleep 0.2
 done
 t1=$(date +%s.%N)
+kill $watch_pid 2>/dev/null || true
+wait $watch_pid 2>/dev/null || true
+echo
+# The ETA shown when half of the backlog's bytes were applied, against
+# the time the catch-up really took from there.
+eta_figure=$(python3 - "$work/catchup-status.jsonl" "$t1" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    t, _, j = line.partition(" ")
+    s = json.loads(j)
+    if s.get("bytesBehind") is not None:
+        rows.append((float(t), s["bytesBehind"], s.get("catchUpEtaSeconds")))
+end = float(sys.argv[2])
+if not rows or rows[0][1] == 0:
+    print("not measured (no bytesBehind during the catch-up)")
+    sys.exit()
+half = rows[0][1] / 2
+at = next((r for r in rows if r[1] <= half), None)
+if at is None or at[2] is None:
+    print("not measured (no estimate at 50%)")
+else:
+    real = end - at[0]
+    print(f"{at[2]:.1f} s shown, {real:.1f} s taken (x{at[2] / real:.2f})" if real > 0 else "not measured")
+PY
+)
 shardrep_secs=$(elapsed "$t0" "$t1")
 echo "--- shardrepctl status"
 ctl status
@@ -182,5 +210,6 @@ printf '%-40s %s\n' "schemas" "$schemas"
 printf '%-40s %s transactions in %s s (%s/s)\n' "native single-threaded catch-up" "$native_txns" "$native_secs" "$native_rate"
 printf '%-40s %s transactions in %s s (%s/s)\n' "shardrep catch-up ($channels channels)" "$shardrep_txns" "$shardrep_secs" "$shardrep_rate"
 printf '%-40s %sx\n' "shardrep / native (transactions/s)" "$ratio"
+printf '%-40s %s\n' "catch-up ETA at 50% of the backlog" "$eta_figure"
 printf '%-40s %s\n' "handback" "native replication running, Last_Errno 0"
 printf '%-40s %s\n' "checksums master = replica1" "identical"

@@ -47,8 +47,32 @@ enum Command {
     Status {
         /// Detail view: channels (one block per channel), shards (one
         /// block per shard) or queue.
-        #[arg(long, value_enum)]
+        #[arg(long, value_enum, conflicts_with = "watch")]
         name: Option<StatusNameArg>,
+        /// Follow the catch-up: applied and stored seqnos, bytes and
+        /// transactions behind the master, apply rate and time left; a
+        /// progress bar on a terminal, a line every --interval-secs
+        /// otherwise (with --json, the status every interval). Until
+        /// interrupted, or with --until-caught-up until nothing is behind
+        /// (exit 0; exit 1 on OFFLINE:ERROR or after --timeout-secs).
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between two looks (with --watch).
+        #[arg(long, value_name = "S", default_value_t = 2, requires = "watch",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        interval_secs: u64,
+        /// End --watch once the service is ONLINE with nothing behind the
+        /// master.
+        #[arg(long, requires = "watch")]
+        until_caught_up: bool,
+        /// Seconds --watch --until-caught-up waits at most.
+        #[arg(
+            long,
+            value_name = "T",
+            default_value_t = 86_400,
+            requires = "until_caught_up"
+        )]
+        timeout_secs: u64,
     },
     /// List the services of the process (name, role, state).
     Services,
@@ -275,7 +299,19 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
     };
     let json = cli.json;
     match cli.command {
-        Command::Status { name } => {
+        Command::Status {
+            watch: true,
+            interval_secs,
+            until_caught_up,
+            timeout_secs,
+            ..
+        } => watch(
+            &client,
+            std::time::Duration::from_secs(interval_secs),
+            until_caught_up.then(|| std::time::Duration::from_secs(timeout_secs)),
+            json,
+        )?,
+        Command::Status { name, .. } => {
             let name = name.map(StatusName::from);
             let v = client.request(&Request::Status { name })?;
             if v.is_null() && name == Some(StatusName::Check) && !json {
@@ -363,6 +399,73 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
         )?,
     }
     Ok(())
+}
+
+/// `status --watch`: the catch-up's progress every `interval` (see the
+/// command's help); `until`: end when caught up, failing after that long.
+fn watch(
+    client: &Client,
+    interval: std::time::Duration,
+    until: Option<std::time::Duration>,
+    json: bool,
+) -> Result<(), Failure> {
+    use shardrep::control::progress;
+    use std::io::IsTerminal;
+    let started = std::time::Instant::now();
+    let bar = (std::io::stderr().is_terminal() && !json).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30.cyan/blue} {percent:>3}% {msg}")
+                .expect("a valid template"),
+        );
+        bar
+    });
+    // The bytes behind at the first look: the bar's whole.
+    let mut first_behind: Option<u64> = None;
+    loop {
+        let v = client.request(&Request::Status { name: None })?;
+        let status: shardrep::control::Status =
+            serde_json::from_value(v.clone()).map_err(|_| bad_answer("a status"))?;
+        let line = progress::line(&status);
+        match &bar {
+            Some(bar) => {
+                if let Some(behind) = status.bytes_behind {
+                    let whole = *first_behind.get_or_insert(behind);
+                    let whole = whole.max(behind).max(1);
+                    first_behind = Some(whole);
+                    bar.set_length(whole);
+                    bar.set_position(whole - behind);
+                }
+                bar.set_message(line.clone());
+            }
+            None if json => println!("{v}"),
+            None => println!("{line}"),
+        }
+        if status.state == State::OfflineError {
+            if let Some(bar) = &bar {
+                bar.abandon();
+            }
+            return Err(Failure::Request(format!("the service stopped: {line}")));
+        }
+        if let Some(timeout) = until {
+            if progress::caught_up(&status) {
+                if let Some(bar) = &bar {
+                    bar.finish();
+                }
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                if let Some(bar) = &bar {
+                    bar.abandon();
+                }
+                return Err(Failure::Request(format!(
+                    "not caught up within {} s: {line}",
+                    timeout.as_secs()
+                )));
+            }
+        }
+        std::thread::sleep(interval);
+    }
 }
 
 /// `check`: starts the check, follows `status --name check` (progress on

@@ -18,6 +18,7 @@
 pub mod client;
 pub mod handler;
 pub mod metrics;
+pub mod progress;
 pub mod protocol;
 pub mod server;
 pub mod status;

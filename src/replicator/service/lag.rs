@@ -97,24 +97,18 @@ impl Rates {
         }
     }
 
-    /// Bytes and seqnos per second between the oldest and the newest
-    /// sample (at least 1 s apart).
+    /// Bytes and seqnos per second between the oldest sample that has
+    /// the value and the newest (at least 1 s apart).
     fn rates(&self) -> (Option<f64>, Option<f64>) {
-        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
-            return (None, None);
+        let per_second = |value: fn(&Sample) -> Option<u64>| {
+            let last = self.samples.back()?;
+            let now = value(last)?;
+            let first = self.samples.iter().find(|s| value(s).is_some())?;
+            let then = value(first)?;
+            let secs = last.at.duration_since(first.at).as_secs_f64();
+            (secs >= 1.0).then(|| now.saturating_sub(then) as f64 / secs)
         };
-        let secs = last.at.duration_since(first.at).as_secs_f64();
-        if secs < 1.0 {
-            return (None, None);
-        }
-        let per_second = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / secs),
-            _ => None,
-        };
-        (
-            per_second(first.bytes, last.bytes),
-            per_second(first.seqno, last.seqno),
-        )
+        (per_second(|s| s.bytes), per_second(|s| s.seqno))
     }
 }
 
@@ -334,6 +328,35 @@ mod tests {
         assert_eq!(later.bytes_behind, Some(0));
         assert_eq!(later.eta_seconds, Some(0.0));
         assert_eq!(later.rate_bytes_per_second, None);
+    }
+
+    #[test]
+    fn the_rate_starts_at_the_first_known_position() {
+        let files = vec![("mariadb-bin.000001".to_string(), 10_000)];
+        let mut rates = Rates::default();
+        let t0 = Instant::now();
+        let mut applied = Applied::default();
+        // Taking over: no applied position yet.
+        measure(&files, String::new(), &applied, &mut rates, t0).unwrap();
+        applied.position = Some(pos("mariadb-bin.000001", 1000));
+        measure(
+            &files,
+            String::new(),
+            &applied,
+            &mut rates,
+            t0 + Duration::from_secs(2),
+        );
+        applied.position = Some(pos("mariadb-bin.000001", 3000));
+        let lag = measure(
+            &files,
+            String::new(),
+            &applied,
+            &mut rates,
+            t0 + Duration::from_secs(4),
+        )
+        .unwrap();
+        assert_eq!(lag.rate_bytes_per_second, Some(1000.0));
+        assert_eq!(lag.eta_seconds, Some(7.0));
     }
 
     #[test]
