@@ -220,6 +220,40 @@ async fn metrics_follow_a_catch_up_and_equal_status() {
         Some(true)
     );
 
+    // Every metric the Grafana dashboard draws is served (the counters
+    // by code have no sample before their first retry or error).
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/conf/grafana-shardrep.json"
+    ))
+    .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut drawn = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("shardrep_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                drawn.push(name);
+            }
+        }
+    }
+    drawn.sort();
+    drawn.dedup();
+    assert!(drawn.len() >= 15, "{drawn:?}");
+    for name in drawn {
+        if name == "shardrep_retries_total" || name == "shardrep_errors_total" {
+            continue;
+        }
+        assert!(
+            after.contains(&format!("\n# TYPE {name} ")),
+            "the dashboard draws {name}, not served: {after}"
+        );
+    }
+
     // Another path, another method.
     assert_eq!(get(port, "/").0, 404);
 
