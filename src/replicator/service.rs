@@ -181,9 +181,11 @@ impl Service {
                         position: status.applied_last_event_id.and_then(|e| e.parse().ok()),
                         seqno: status.applied_last_seqno.map(Seqno::get),
                         stored: status.maximum_stored_seqno.map(Seqno::get),
-                        stored_gtid: s
-                            .running_queue_info()
-                            .and_then(|q| q.progress)
+                        // Only read (from the queue) when nothing queued
+                        // is left to apply: the caught-up test.
+                        stored_gtid: (status.maximum_stored_seqno == status.applied_last_seqno)
+                            .then(|| s.running_queue_progress())
+                            .flatten()
                             .map(|p| p.gtid_position),
                     }
                 },
@@ -766,6 +768,16 @@ impl Service {
             .as_ref()
             .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())?;
         open.info().ok()
+    }
+
+    /// The extractor's progress after the last stored transaction, while
+    /// a run holds the queue open.
+    pub fn running_queue_progress(&self) -> Option<crate::queue::ExtractorProgress> {
+        self.lock()
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())?
+            .last_progress()
     }
 
     fn with_queue<T>(

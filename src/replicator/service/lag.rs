@@ -7,9 +7,10 @@
 //! [`LAG_INTERVAL`]: `SHOW BINARY LOGS` (each binlog file's size: the
 //! master's end is the last file at its size, and a position's distance
 //! to it is the rest of its file plus every later file) and
-//! `@@gtid_binlog_pos`. It samples the service's applied position at the
-//! same moment; the rate is the applied bytes and seqnos over the samples
-//! of the last [`RATE_WINDOW`]. `SHOW BINARY LOGS` needs the source user's
+//! `@@gtid_binlog_pos`. It samples the service's applied position every
+//! [`SAMPLE_INTERVAL`] and measures it against the master's last look;
+//! the rate is the applied bytes and seqnos over the samples of the last
+//! [`RATE_WINDOW`]. `SHOW BINARY LOGS` needs the source user's
 //! `BINLOG MONITOR` (MariaDB 10.5+) or `REPLICATION CLIENT` privilege;
 //! without it these fields stay empty (logged once).
 
@@ -23,6 +24,10 @@ use crate::position::{BinlogPosition, GtidPos};
 
 /// How often the master is looked at.
 pub const LAG_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How often the applied position is sampled (and the lag measured
+/// against the master's last look): status is at most this old.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The span of samples the apply rate is measured over.
 pub const RATE_WINDOW: Duration = Duration::from_secs(30);
@@ -50,7 +55,8 @@ pub struct Lag {
     /// `bytes_behind` at that rate, seconds: 0 when nothing is behind,
     /// `None` while nothing was applied in the window.
     pub eta_seconds: Option<f64>,
-    /// When the master was looked at.
+    /// When the lag was measured (the master looked at up to
+    /// [`LAG_INTERVAL`] before).
     pub seen: Instant,
 }
 
@@ -219,46 +225,61 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
             let mut conn: Option<mysql_async::Conn> = None;
             let mut rates = Rates::default();
             let mut failing = false;
+            // The master's files and GTID position at the last look.
+            let mut master_seen: Option<(Vec<BinlogFile>, String)> = None;
+            let mut last_look: Option<Instant> = None;
             loop {
                 let Some(service) = service.upgrade() else {
                     return;
                 };
-                let looked = runtime.block_on(async {
-                    if conn.is_none() {
-                        conn = Some(
-                            mysql_async::Conn::new(master.clone())
-                                .await
-                                .map_err(|e| format!("connect: {e}"))?,
-                        );
-                    }
-                    look(conn.as_mut().expect("connected")).await
-                });
-                match looked {
-                    Ok((files, gtid)) => {
-                        if failing {
-                            tracing::info!("status shows the master's binlog end again");
-                            failing = false;
-                        }
-                        let now = Instant::now();
-                        let lag = measure(&files, gtid, &applied(&service), &mut rates, now);
-                        *slot(&service).lock().expect("lag") = lag;
-                    }
-                    Err(e) => {
-                        conn = None;
-                        if !failing {
-                            tracing::warn!(
-                                error = %e,
-                                "cannot read the master's binlog end: status and metrics show \
-                                 no bytes behind or catch-up estimate until it can (the source \
-                                 user needs BINLOG MONITOR or REPLICATION CLIENT)"
+                if last_look.is_none_or(|t| t.elapsed() >= LAG_INTERVAL) {
+                    last_look = Some(Instant::now());
+                    let looked = runtime.block_on(async {
+                        if conn.is_none() {
+                            conn = Some(
+                                mysql_async::Conn::new(master.clone())
+                                    .await
+                                    .map_err(|e| format!("connect: {e}"))?,
                             );
-                            failing = true;
                         }
-                        *slot(&service).lock().expect("lag") = None;
+                        look(conn.as_mut().expect("connected")).await
+                    });
+                    match looked {
+                        Ok(seen) => {
+                            if failing {
+                                tracing::info!("status shows the master's binlog end again");
+                                failing = false;
+                            }
+                            master_seen = Some(seen);
+                        }
+                        Err(e) => {
+                            conn = None;
+                            if !failing {
+                                tracing::warn!(
+                                    error = %e,
+                                    "cannot read the master's binlog end: status and metrics \
+                                     show no bytes behind or catch-up estimate until it can \
+                                     (the source user needs BINLOG MONITOR or REPLICATION \
+                                     CLIENT)"
+                                );
+                                failing = true;
+                            }
+                            master_seen = None;
+                        }
                     }
                 }
+                let lag = master_seen.as_ref().and_then(|(files, gtid)| {
+                    measure(
+                        files,
+                        gtid.clone(),
+                        &applied(&service),
+                        &mut rates,
+                        Instant::now(),
+                    )
+                });
+                *slot(&service).lock().expect("lag") = lag;
                 drop(service);
-                std::thread::sleep(LAG_INTERVAL);
+                std::thread::sleep(SAMPLE_INTERVAL);
             }
         });
     if let Err(e) = spawned {
