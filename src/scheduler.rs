@@ -497,7 +497,7 @@ where
             if let Some(hold) = settings
                 .hold
                 .as_deref()
-                .filter(|h| h.must_stop(None, last.map(|m| &m.event_id)))
+                .filter(|h| h.must_stop(None, last.map(|m| (m.seqno, &m.event_id))))
             {
                 hold_here(hold, &last_sent, last)?;
             }
@@ -507,8 +507,10 @@ where
             // The transaction in hand waits while the hold says so (a stop
             // request or an error ends the wait: the hold is dropped then).
             let last = last_marker.as_deref();
-            while hold.must_stop(Some(&txn.end_position), last.map(|m| &m.event_id))
-                && keep_holding()
+            while hold.must_stop(
+                Some(&txn.end_position),
+                last.map(|m| (m.seqno, &m.event_id)),
+            ) && keep_holding()
             {
                 hold_here(hold, &last_sent, last)?;
             }

@@ -369,7 +369,8 @@ async fn extract_into_queue_dir(
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let extracted = extract_to_queue(&endpoint, &queue, plan, follow, limit, interrupt).await?;
+    let extracted =
+        extract_to_queue(&endpoint, &queue, plan, follow, limit, interrupt, None).await?;
     match extracted.end {
         ExtractEnd::Stopped => tracing::info!("interrupted; flushing the queue"),
         ExtractEnd::StoppedWhileFull => {

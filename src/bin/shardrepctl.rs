@@ -499,22 +499,34 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
                 .map(|t| format!(", at {t}"))
                 .unwrap_or_default()
         );
-        if tty {
+        // A check refused before its first table: no progress to show.
+        let nothing = !running && v["tables"] == 0 && v["state"] == "failed";
+        if nothing {
+        } else if tty {
             eprint!("\r\x1b[K{progress}");
         } else if last_line.elapsed() >= std::time::Duration::from_secs(5) || !running {
             eprintln!("{progress}");
             last_line = std::time::Instant::now();
         }
         if !running {
-            if tty {
+            if tty && !nothing {
                 eprintln!();
             }
             break v;
         }
     };
+    let plural = |n: &Value, one: &str, many: &str| {
+        format!("{n} {}", if n.as_u64() == Some(1) { one } else { many })
+    };
     if out.json {
         out.value(&status);
     } else {
+        for skipped in status["skipped"].as_array().into_iter().flatten() {
+            out.line(&format!(
+                "skipped: {}",
+                skipped.as_str().unwrap_or_default()
+            ));
+        }
         for found in status["found"].as_array().into_iter().flatten() {
             out.line(found.as_str().unwrap_or_default());
         }
@@ -525,8 +537,9 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
         }
         if status["state"] == "identical" {
             out.line(&format!(
-                "identical: {} tables, {} rows compared",
-                status["tablesDone"], status["rows"]
+                "identical: {}, {} compared",
+                plural(&status["tablesDone"], "table", "tables"),
+                plural(&status["rows"], "row", "rows")
             ));
         }
     }
@@ -534,8 +547,10 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
         Some("identical") => Ok(()),
         Some("cancelled") => Err(Failure::Usage("the check was cancelled".into())),
         Some("differences") => Err(Failure::Request(format!(
-            "{} differences found in {} tables ({} rows compared)",
-            status["differences"], status["tablesDone"], status["rows"]
+            "{} found in {} ({} compared)",
+            plural(&status["differences"], "difference", "differences"),
+            plural(&status["tablesDone"], "table", "tables"),
+            plural(&status["rows"], "row", "rows")
         ))),
         _ => Err(Failure::Usage(format!(
             "the check could not finish: {}",

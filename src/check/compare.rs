@@ -168,7 +168,7 @@ pub async fn check_table(
     };
     let (schema, table) = (&plan.schema, &plan.table);
     let Some(key) = &plan.key else {
-        let query = sql::digest(schema, table, None, &plan.columns, "1");
+        let query = sql::digest(schema, table, None, &plan.columns, &plan.float_columns, "1");
         let m = digest(master, &query, Params::Empty, plan, "master").await?;
         let r = digest(replica, &query, Params::Empty, plan, "replica").await?;
         report.progress.chunks = 1;
@@ -218,13 +218,23 @@ pub async fn check_table(
             .map(mysql_async::Row::unwrap);
         let range = sql::chunk_range(&key.columns, lower.is_some(), upper.is_some());
         let bound = || params(lower.as_deref(), upper.as_deref());
-        let query = sql::digest(schema, table, Some(&key.index), &plan.columns, &range);
+        let query = sql::digest(
+            schema,
+            table,
+            Some(&key.index),
+            &plan.columns,
+            &plan.float_columns,
+            &range,
+        );
         // Both servers at once (each is the other's wait).
         let started = Instant::now();
-        let (m, r) = tokio::try_join!(
+        // Both to the end, even when one fails: a query dropped half-read
+        // leaves its connection out of sync for the next table.
+        let (m, r) = tokio::join!(
             digest(master, &query, bound(), plan, "master"),
             digest(replica, &query, bound(), plan, "replica"),
-        )?;
+        );
+        let (m, r) = (m?, r?);
         let took = started.elapsed();
         report.progress.chunks += 1;
         report.progress.rows += m.0;
@@ -235,12 +245,14 @@ pub async fn check_table(
                 &key.index,
                 &key.columns,
                 &plan.columns,
+                &plan.float_columns,
                 &range,
             );
-            let (on_master, on_replica) = tokio::try_join!(
+            let (on_master, on_replica) = tokio::join!(
                 fetch(master, &rows_sql, bound(), &key_at, plan, "master"),
                 fetch(replica, &rows_sql, bound(), &key_at, plan, "replica"),
-            )?;
+            );
+            let (on_master, on_replica) = (on_master?, on_replica?);
             for d in differences(plan, &key_at, &on_master, &on_replica) {
                 report.progress.differences += 1;
                 if report.differences.len() < options.max_differences {
@@ -258,8 +270,15 @@ pub async fn check_table(
         if let Some(target) = options.chunk_time {
             rows = adapt(rows, took, target);
         }
-        if !options.pause.is_zero() {
-            tokio::time::sleep(options.pause).await;
+        // The pause in slices, so that a cancel ends it.
+        let mut left = options.pause;
+        while !left.is_zero() {
+            let slice = left.min(Duration::from_millis(100));
+            tokio::time::sleep(slice).await;
+            left -= slice;
+            if !progress(&report.progress) {
+                return Err(CheckError::Cancelled);
+            }
         }
     }
 }
@@ -298,10 +317,12 @@ async fn digest(
     side: &str,
 ) -> Result<Digest, CheckError> {
     let row: Option<Digest> = conn.exec_first(query, params).await.map_err(|e| {
-        CheckError::sql(
+        CheckError::from_side(
+            side,
+            plan,
             format!(
-                "checksum a chunk of {}.{} on the {side}",
-                plan.schema, plan.table
+                "checksum a chunk of {} on the {side}",
+                super::name::display(&plan.schema, &plan.table)
             ),
             e,
         )
@@ -322,10 +343,12 @@ async fn fetch(
     side: &str,
 ) -> Result<Vec<(RowBytes, RowBytes)>, CheckError> {
     let rows: Vec<mysql_async::Row> = conn.exec(query, params).await.map_err(|e| {
-        CheckError::sql(
+        CheckError::from_side(
+            side,
+            plan,
             format!(
-                "read a differing chunk of {}.{} on the {side}",
-                plan.schema, plan.table
+                "read a differing chunk of {} on the {side}",
+                super::name::display(&plan.schema, &plan.table)
             ),
             e,
         )
@@ -434,6 +457,7 @@ mod tests {
                 index: "PRIMARY".into(),
                 columns: vec!["id".into()],
             }),
+            float_columns: Vec::new(),
         };
         let row = |id: &str, v: Option<&str>, w: &[u8]| {
             let r: RowBytes = vec![

@@ -30,6 +30,17 @@ pub enum CheckError {
     /// The caller stopped it.
     #[error("cancelled")]
     Cancelled,
+    /// The replica lacks the table or a compared column (server error
+    /// 1146 or 1054): a difference, reported as such.
+    #[error("{}: {message}", name::display(schema, table))]
+    ReplicaTable {
+        /// Schema name.
+        schema: String,
+        /// Table name.
+        table: String,
+        /// The replica's error.
+        message: String,
+    },
     /// A statement failed.
     #[error("could not {what}: {message}")]
     Sql {
@@ -41,6 +52,30 @@ pub enum CheckError {
 }
 
 impl CheckError {
+    /// A failed statement at step `what` on `side` (`"master"` or
+    /// `"replica"`): [`CheckError::ReplicaTable`] when the replica lacks
+    /// the table or a column of it.
+    pub fn from_side(
+        side: &str,
+        plan: &TablePlan,
+        what: String,
+        error: mysql_async::Error,
+    ) -> CheckError {
+        match &error {
+            mysql_async::Error::Server(e) if side == "replica" && matches!(e.code, 1146 | 1054) => {
+                CheckError::ReplicaTable {
+                    schema: plan.schema.clone(),
+                    table: plan.table.clone(),
+                    message: format!(
+                        "the table differs on the replica: ERROR {} {}",
+                        e.code, e.message
+                    ),
+                }
+            }
+            _ => CheckError::sql(what, error),
+        }
+    }
+
     /// A failed statement at step `what`.
     pub fn sql(what: String, error: mysql_async::Error) -> CheckError {
         CheckError::Sql {

@@ -30,6 +30,26 @@ pub fn parse_table(text: &str) -> Result<(String, String), String> {
     Ok((schema, table))
 }
 
+/// A schema name as written: in backticks (as [`display`] shows it), or
+/// as is (a dot is then part of the name).
+///
+/// # Errors
+/// An empty name, or a backtick not closed or followed by more text.
+pub fn parse_schema(text: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("schema {text:?}: {why}");
+    if !text.starts_with('`') {
+        return if text.is_empty() {
+            Err(bad("an empty name"))
+        } else {
+            Ok(text.to_owned())
+        };
+    }
+    match part(text).map_err(bad)? {
+        (name, "") => Ok(name),
+        _ => Err(bad("text after the closing backtick")),
+    }
+}
+
 /// One name at the start of `text` and what follows it.
 fn part(text: &str) -> Result<(String, &str), &'static str> {
     if let Some(quoted) = text.strip_prefix('`') {
@@ -99,6 +119,18 @@ mod tests {
         assert!(parse_table("s.t.u")
             .unwrap_err()
             .contains("more than one dot"));
+    }
+
+    #[test]
+    fn schemas_plain_or_in_backticks() {
+        assert_eq!(parse_schema("my.db"), Ok("my.db".into()));
+        assert_eq!(parse_schema("`my.db`"), Ok("my.db".into()));
+        assert_eq!(parse_schema("`a``b`"), Ok("a`b".into()));
+        assert_eq!(parse_schema(""), Err("schema \"\": an empty name".into()));
+        assert!(parse_schema("`a`b")
+            .unwrap_err()
+            .contains("after the closing"));
+        assert!(parse_schema("`a").unwrap_err().contains("not closed"));
     }
 
     #[test]

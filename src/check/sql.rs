@@ -24,14 +24,28 @@ pub fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
-/// The MD5 (32 hex digits) of one row's compared `columns`.
-pub fn row_hash(columns: &[String]) -> String {
+/// A compared column's value as bytes: `CAST(c AS BINARY)`, a FLOAT
+/// column (named in `floats`) through DOUBLE first, whose text has every
+/// digit (a FLOAT's own text has 6 significant digits).
+pub fn value(column: &str, floats: &[String]) -> String {
+    let q = quote_ident(column);
+    if floats.iter().any(|f| f == column) {
+        format!("CAST(CAST({q} AS DOUBLE) AS BINARY)")
+    } else {
+        format!("CAST({q} AS BINARY)")
+    }
+}
+
+/// The MD5 (32 hex digits) of one row's compared `columns` (FLOAT ones
+/// in `floats`, see [`value`]).
+pub fn row_hash(columns: &[String], floats: &[String]) -> String {
     let mut parts = Vec::with_capacity(columns.len() * 2 + 1);
     let mut nulls = Vec::with_capacity(columns.len());
     for c in columns {
         let q = quote_ident(c);
-        parts.push(format!("OCTET_LENGTH({q})"));
-        parts.push(format!("CAST({q} AS BINARY)"));
+        let v = value(c, floats);
+        parts.push(format!("OCTET_LENGTH({v})"));
+        parts.push(v);
         nulls.push(format!("ISNULL({q})"));
     }
     parts.push(format!("CONCAT({})", nulls.join(", ")));
@@ -128,6 +142,7 @@ pub fn digest(
     table: &str,
     index: Option<&str>,
     columns: &[String],
+    floats: &[String],
     range: &str,
 ) -> String {
     let sum = if index.is_some() {
@@ -140,7 +155,7 @@ pub fn digest(
          COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(h, 1, 16), 16, 10) AS UNSIGNED)), 0), \
          COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(h, 17, 16), 16, 10) AS UNSIGNED)), 0), {sum} \
          FROM (SELECT {hash} AS h FROM {t} {fi} WHERE {range}) AS chunk",
-        hash = row_hash(columns),
+        hash = row_hash(columns, floats),
         t = qualified(schema, table),
         fi = index.map(force_index).unwrap_or_default(),
     )
@@ -154,12 +169,10 @@ pub fn rows(
     index: &str,
     key: &[String],
     columns: &[String],
+    floats: &[String],
     range: &str,
 ) -> String {
-    let cols: Vec<String> = columns
-        .iter()
-        .map(|c| format!("CAST({} AS BINARY)", quote_ident(c)))
-        .collect();
+    let cols: Vec<String> = columns.iter().map(|c| value(c, floats)).collect();
     format!(
         "SELECT {cols} FROM {t} {fi} WHERE {range} ORDER BY {order}",
         cols = cols.join(", "),
@@ -192,9 +205,14 @@ mod tests {
     #[test]
     fn row_hash_has_lengths_bytes_and_null_flags() {
         assert_eq!(
-            row_hash(&names(&["id", "v"])),
-            "MD5(CONCAT_WS('#', OCTET_LENGTH(`id`), CAST(`id` AS BINARY), OCTET_LENGTH(`v`), \
-             CAST(`v` AS BINARY), CONCAT(ISNULL(`id`), ISNULL(`v`))))"
+            row_hash(&names(&["id", "v"]), &[]),
+            "MD5(CONCAT_WS('#', OCTET_LENGTH(CAST(`id` AS BINARY)), CAST(`id` AS BINARY), \
+             OCTET_LENGTH(CAST(`v` AS BINARY)), CAST(`v` AS BINARY), CONCAT(ISNULL(`id`), \
+             ISNULL(`v`))))"
+        );
+        assert_eq!(
+            value("f", &names(&["f"])),
+            "CAST(CAST(`f` AS DOUBLE) AS BINARY)"
         );
     }
 
@@ -210,9 +228,9 @@ mod tests {
             chunk_range(&key, true, true),
             "((`id` > ?)) AND NOT ((`id` > ?))"
         );
-        assert!(digest("s", "t", None, &key, "1").ends_with("FROM `s`.`t`  WHERE 1) AS chunk"));
+        assert!(digest("s", "t", None, &key, &[], "1").ends_with("FROM `s`.`t`  WHERE 1) AS chunk"));
         assert_eq!(
-            rows("s", "t", "u_k", &key, &names(&["id", "v"]), "1"),
+            rows("s", "t", "u_k", &key, &names(&["id", "v"]), &[], "1"),
             "SELECT CAST(`id` AS BINARY), CAST(`v` AS BINARY) FROM `s`.`t` FORCE INDEX (`u_k`) \
              WHERE 1 ORDER BY `id`"
         );

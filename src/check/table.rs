@@ -31,6 +31,9 @@ pub struct TablePlan {
     /// The key, or `None`: the table is compared whole (count and digest)
     /// and a difference cannot be drilled down to rows.
     pub key: Option<CheckKey>,
+    /// The compared columns of type FLOAT: compared as their DOUBLE value
+    /// (a FLOAT's text has 6 significant digits, `1.000001` shows as `1`).
+    pub float_columns: Vec<String>,
 }
 
 impl TablePlan {
@@ -55,19 +58,20 @@ impl TablePlan {
                 table: table.to_owned(),
             });
         }
-        let columns: Vec<(String, String)> = conn
+        let columns: Vec<(String, String, String)> = conn
             .exec(
-                "SELECT COLUMN_NAME, EXTRA FROM information_schema.COLUMNS \
+                "SELECT COLUMN_NAME, EXTRA, DATA_TYPE FROM information_schema.COLUMNS \
                  WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
                 (schema, table),
             )
             .await
             .map_err(sql)?;
         let is_virtual = |extra: &str| extra.to_ascii_uppercase().contains("VIRTUAL");
-        let compared: Vec<String> = columns
-            .iter()
-            .filter(|(_, extra)| !is_virtual(extra))
-            .map(|(name, _)| name.clone())
+        let stored = || columns.iter().filter(|(_, extra, _)| !is_virtual(extra));
+        let compared: Vec<String> = stored().map(|(name, _, _)| name.clone()).collect();
+        let float_columns: Vec<String> = stored()
+            .filter(|(_, _, data_type)| data_type.eq_ignore_ascii_case("float"))
+            .map(|(name, _, _)| name.clone())
             .collect();
         let indexes: Vec<(String, String, String)> = conn
             .exec(
@@ -83,6 +87,7 @@ impl TablePlan {
             table: table.to_owned(),
             key: choose_key(&indexes, &compared),
             columns: compared,
+            float_columns,
         })
     }
 }

@@ -619,6 +619,21 @@ fn bad_start_position_is_a_problem_of_source_start() {
     );
 }
 
+#[test]
+fn metrics_listen_is_an_address() {
+    let ok = format!("{MINIMAL}\n[metrics]\nlisten = \"127.0.0.1:9104\"\n");
+    let cfg = Config::from_toml_str(&ok, "m.toml").unwrap();
+    assert_eq!(cfg.metrics.listen, Some("127.0.0.1:9104".parse().unwrap()));
+    let bad = format!("{MINIMAL}\n[metrics]\nlisten = \"localhost\"\n");
+    assert_eq!(
+        problems(parse_with_env(&bad, &[])),
+        pairs(&[(
+            "metrics.listen",
+            "\"localhost\" is not an address host:port (e.g. \"127.0.0.1:9104\")"
+        )])
+    );
+}
+
 proptest! {
     #[test]
     fn start_position_display_parses_back(
@@ -796,7 +811,8 @@ fn unknown_key_check_knows_every_section() {
             "queue",
             "apply",
             "shard_filter",
-            "control"
+            "control",
+            "metrics"
         ]
     );
     for section in top {

@@ -241,9 +241,21 @@ impl Request {
             } => Err(ControlError::bad_request(
                 "check: chunkTimeMs must be at least 1",
             )),
-            Request::Check { tables, .. } => tables
+            Request::Check {
+                pause_ms: Some(p), ..
+            } if *p > MAX_CHECK_PAUSE_MS => Err(ControlError::bad_request(format!(
+                "check: pauseMs must be at most {MAX_CHECK_PAUSE_MS}"
+            ))),
+            Request::Check {
+                tables, schemas, ..
+            } => tables
                 .iter()
                 .try_for_each(|t| crate::check::name::parse_table(t).map(|_| ()))
+                .and_then(|()| {
+                    schemas
+                        .iter()
+                        .try_for_each(|s| crate::check::name::parse_schema(s).map(|_| ()))
+                })
                 .map_err(|e| ControlError::bad_request(format!("check: {e}"))),
             _ => Ok(()),
         }
@@ -270,6 +282,9 @@ pub struct OfflineRequest {
     /// Go offline cleanly once every channel has applied this seqno.
     pub at_seqno: Option<u64>,
 }
+
+/// Longest pause between two chunks of a check, milliseconds.
+pub const MAX_CHECK_PAUSE_MS: u64 = 60_000;
 
 /// The detail views of `status --name`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -830,7 +830,10 @@ pub fn dispatch(
                     .iter()
                     .filter_map(|t| crate::check::name::parse_table(t).ok())
                     .collect(),
-                schemas,
+                schemas: schemas
+                    .iter()
+                    .filter_map(|s| crate::check::name::parse_schema(s).ok())
+                    .collect(),
                 options: crate::check::CheckOptions {
                     chunk_rows: chunk_rows.unwrap_or(defaults.chunk_rows),
                     chunk_time: chunk_time_ms.map(Duration::from_millis),

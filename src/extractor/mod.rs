@@ -336,6 +336,31 @@ pub enum ExtractError {
     },
 }
 
+/// Where a live source stood when it last had nothing to send: a
+/// HEARTBEAT (sent by the master after `heartbeat_period_ms` without an
+/// event) between transactions gives the master's position, every event
+/// before it received, every transaction before it numbered below the
+/// seqno given and handed to the caller (the reader returns transactions
+/// one at a time, so the caller stored them before it asked for more).
+/// The consistency check's hold uses it to know that a quiet service has
+/// every transaction up to the master's snapshot (after a rotation, or
+/// before the first transaction of a run).
+#[derive(Debug, Default)]
+pub struct IdleMark(std::sync::Mutex<Option<(BinlogPosition, crate::position::Seqno)>>);
+
+impl IdleMark {
+    /// Records that the source stood at `position` with `next_seqno` the
+    /// next seqno to assign.
+    pub fn set(&self, position: BinlogPosition, next_seqno: crate::position::Seqno) {
+        *self.0.lock().expect("idle mark") = Some((position, next_seqno));
+    }
+
+    /// The last position recorded and the next seqno then.
+    pub fn get(&self) -> Option<(BinlogPosition, crate::position::Seqno)> {
+        self.0.lock().expect("idle mark").clone()
+    }
+}
+
 /// A raw event read from a source: the whole event bytes (header, body and
 /// checksum trailer when present) and the binlog position where it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]

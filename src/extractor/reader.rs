@@ -25,6 +25,8 @@ pub struct TransactionReader<S: EventSource> {
     /// Events of a TRANSACTION_PAYLOAD not yet assembled, with the end
     /// position of their outer event.
     pending: VecDeque<(BinlogEvent, BinlogPosition)>,
+    /// Set at each HEARTBEAT between transactions.
+    idle_mark: Option<std::sync::Arc<super::IdleMark>>,
 }
 
 fn end_of(raw: &RawEvent) -> BinlogPosition {
@@ -41,7 +43,13 @@ impl<S: EventSource> TransactionReader<S> {
             decoder: Decoder::new(),
             assembler,
             pending: VecDeque::new(),
+            idle_mark: None,
         }
+    }
+
+    /// Records each HEARTBEAT between transactions in `mark`.
+    pub fn set_idle_mark(&mut self, mark: std::sync::Arc<super::IdleMark>) {
+        self.idle_mark = Some(mark);
     }
 
     /// The assembler: next seqno, and the binlog and GTID positions after
@@ -87,6 +95,16 @@ impl<S: EventSource> TransactionReader<S> {
                 return Ok(None);
             };
             let end = end_of(&raw);
+            if let Some(mark) = &self.idle_mark {
+                let heartbeat = matches!(
+                    raw.bytes.get(4),
+                    Some(&event_type::HEARTBEAT | &event_type::HEARTBEAT_V2)
+                );
+                // A heartbeat stands where the master's next event starts.
+                if heartbeat && !self.assembler.in_transaction() && self.pending.is_empty() {
+                    mark.set(raw.position.clone(), self.assembler.next_seqno());
+                }
+            }
             if raw.bytes.get(4) != Some(&event_type::TRANSACTION_PAYLOAD) {
                 // One raw event is one decoded event (every event but a
                 // MySQL TRANSACTION_PAYLOAD): straight to the assembler.
@@ -218,6 +236,12 @@ impl Extractor {
     /// transaction.
     pub fn assembler(&self) -> &Assembler {
         self.reader.assembler()
+    }
+
+    /// Records each HEARTBEAT between transactions in `mark`
+    /// ([`super::IdleMark`]).
+    pub fn set_idle_mark(&mut self, mark: std::sync::Arc<super::IdleMark>) {
+        self.reader.set_idle_mark(mark);
     }
 
     /// Sets the GTID position the assembler starts from (a restart from a

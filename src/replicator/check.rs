@@ -28,9 +28,6 @@ use crate::scheduler::hold::Hold;
 /// Times a table's two read views are tried before the check fails.
 pub const SNAPSHOT_ATTEMPTS: usize = 3;
 
-/// Longest wait for the scheduler to pause.
-const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// What to check and how.
 #[derive(Clone, Debug, Default)]
 pub struct CheckRequest {
@@ -89,6 +86,9 @@ pub struct CheckStatus {
     pub error: Option<String>,
     /// The master position of the last table's read views.
     pub position: Option<String>,
+    /// Tables not compared, each with why (a table engine without
+    /// consistent snapshots, a table dropped on the master meanwhile).
+    pub skipped: Vec<String>,
     /// Milliseconds since the start (to the end when done).
     pub elapsed_ms: u64,
 }
@@ -158,24 +158,40 @@ async fn check_all(
         let mut conn = Conn::new(opts)
             .await
             .map_err(|e| format!("connect to the {side}: {e}"))?;
-        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            .await
-            .map_err(|e| format!("set REPEATABLE READ on the {side}: {e}"))?;
+        // UTC as the applier writes: a TIMESTAMP's text is the same on
+        // both servers whatever their time_zone.
+        conn.query_drop(
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET SESSION time_zone = '+00:00'",
+        )
+        .await
+        .map_err(|e| format!("set REPEATABLE READ and time_zone on the {side}: {e}"))?;
         Ok::<Conn, String>(conn)
     };
     let mut m = connect(master, "master").await?;
     let mut r = connect(replica, "replica").await?;
-    let tables = tables_of(&mut m, request, &shards).await?;
-    status.lock().expect("check status").tables = tables.len() as u64;
+    let (tables, skipped) = tables_of(&mut m, request, &shards).await?;
+    {
+        let mut s = status.lock().expect("check status");
+        s.tables = tables.len() as u64;
+        s.skipped = skipped;
+    }
     for (schema, table) in tables {
         if cancel.load(Ordering::Acquire) {
             return Err("cancelled".into());
         }
-        status.lock().expect("check status").current_table =
-            Some(crate::check::name::display(&schema, &table));
-        let plan = TablePlan::read(&mut m, &schema, &table)
-            .await
-            .map_err(|e| e.to_string())?;
+        let name = crate::check::name::display(&schema, &table);
+        status.lock().expect("check status").current_table = Some(name.clone());
+        let plan = match TablePlan::read(&mut m, &schema, &table).await {
+            Ok(plan) => plan,
+            Err(crate::check::CheckError::NoSuchTable { .. }) => {
+                let mut s = status.lock().expect("check status");
+                s.skipped
+                    .push(format!("{name}: dropped on the master during the check"));
+                s.tables_done += 1;
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         let position =
             aligned_snapshots(&mut m, &mut r, hold, request.catch_up_timeout, cancel).await?;
         let base = status.lock().expect("check status").clone();
@@ -187,13 +203,30 @@ async fn check_all(
             let secs = started.elapsed().as_secs_f64().max(1e-3);
             s.rows_per_second = s.rows as f64 / secs;
             s.elapsed_ms = started.elapsed().as_millis() as u64;
-            !cancel.load(Ordering::Acquire)
+            !cancel.load(Ordering::Acquire) && !hold.is_closed()
         })
         .await;
         // Both read views end, whatever the outcome.
         let _ = m.query_drop("COMMIT").await;
         let _ = r.query_drop("COMMIT").await;
-        let report = report.map_err(|e| e.to_string())?;
+        let report = match report {
+            Ok(report) => report,
+            Err(e @ crate::check::CheckError::ReplicaTable { .. }) => {
+                let mut s = status.lock().expect("check status");
+                s.tables_done += 1;
+                s.differences += 1;
+                s.position = Some(position.to_string());
+                s.found.push(e.to_string());
+                continue;
+            }
+            Err(crate::check::CheckError::Cancelled) if hold.is_closed() => {
+                return Err(format!(
+                    "the service stopped applying (it went OFFLINE or failed) while {name} was \
+                     compared: run the check again once it is ONLINE"
+                ))
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         let mut s = status.lock().expect("check status");
         s.tables_done += 1;
         s.position = Some(position.to_string());
@@ -203,52 +236,67 @@ async fn check_all(
     Ok(())
 }
 
-/// Schemas of the server itself, which a check refuses: shardrep does
-/// not apply them, and they differ between any two servers.
-const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+/// Whether `schema` is one of the server's own (`mysql`, `sys`; and
+/// `information_schema`, `performance_schema` in any case, as the server
+/// reads them), which a check refuses: shardrep does not apply them, and
+/// they differ between any two servers.
+fn is_system_schema(schema: &str) -> bool {
+    matches!(schema, "mysql" | "sys")
+        || schema.eq_ignore_ascii_case("information_schema")
+        || schema.eq_ignore_ascii_case("performance_schema")
+}
+
+/// Table engines whose reads see a consistent snapshot (`START
+/// TRANSACTION WITH CONSISTENT SNAPSHOT`): the others are skipped (under
+/// load their two reads would show different moments).
+const SNAPSHOT_ENGINES: [&str; 2] = ["InnoDB", "ROCKSDB"];
 
 /// The tables a request names: its tables, those of its schemas, or (with
 /// neither) those of the service's shards; base tables only, in name
-/// order, each once.
+/// order, each once; and the tables skipped, each with why (an engine
+/// without consistent snapshots).
 ///
 /// # Errors
-/// A system schema ([`SYSTEM_SCHEMAS`]), a named schema the master does
-/// not have, a named table that is not a base table on the master (a
-/// view, a sequence, none), or a failed query.
+/// A system schema ([`is_system_schema`]), a named schema the master
+/// does not have, a named table that is not a base table on the master
+/// (a view, a sequence, none), or a failed query.
 async fn tables_of(
     master: &mut Conn,
     request: &CheckRequest,
     shards: &[String],
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<(Vec<(String, String)>, Vec<String>), String> {
     use crate::check::name::display;
-    let named = request
+    let mut named = request
         .tables
         .iter()
         .map(|(s, _)| s)
         .chain(&request.schemas);
-    if let Some(system) = named
-        .into_iter()
-        .find(|s| SYSTEM_SCHEMAS.contains(&s.to_ascii_lowercase().as_str()))
-    {
+    if let Some(system) = named.find(|s| is_system_schema(s)) {
         return Err(format!(
-            "{system} is a system schema: shardrep does not apply it, so a check does not              compare it"
+            "{system} is a system schema: shardrep does not apply it, so a check does not \
+             compare it"
         ));
     }
+    // (schema, table, engine) of every table to compare.
+    let mut found: Vec<(String, String, Option<String>)> = Vec::new();
     for (schema, table) in &request.tables {
-        let kind: Option<String> = master
+        let row: Option<(String, Option<String>)> = master
             .exec_first(
-                "SELECT TABLE_TYPE FROM information_schema.TABLES                  WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                "SELECT TABLE_TYPE, ENGINE FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
                 (schema.as_str(), table.as_str()),
             )
             .await
             .map_err(|e| format!("look up {} on the master: {e}", display(schema, table)))?;
-        match kind.as_deref() {
-            Some("BASE TABLE") => {}
-            Some(other) => {
+        match row {
+            Some((kind, engine)) if kind == "BASE TABLE" => {
+                found.push((schema.clone(), table.clone(), engine))
+            }
+            Some((kind, _)) => {
                 return Err(format!(
                     "{} is a {} on the master: a check compares base tables",
                     display(schema, table),
-                    other.to_ascii_lowercase()
+                    kind.to_ascii_lowercase()
                 ))
             }
             None => {
@@ -259,7 +307,6 @@ async fn tables_of(
             }
         }
     }
-    let mut out = request.tables.clone();
     let schemas: &[String] = if request.tables.is_empty() && request.schemas.is_empty() {
         shards
     } else {
@@ -281,19 +328,36 @@ async fn tables_of(
             }
             continue;
         }
-        let names: Vec<String> = master
+        let names: Vec<(String, Option<String>)> = master
             .exec(
-                "SELECT TABLE_NAME FROM information_schema.TABLES \
+                "SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES \
                  WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
                 (schema.as_str(),),
             )
             .await
             .map_err(|e| format!("list the tables of {schema} on the master: {e}"))?;
-        out.extend(names.into_iter().map(|t| (schema.clone(), t)));
+        found.extend(names.into_iter().map(|(t, e)| (schema.clone(), t, e)));
     }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    found.sort();
+    found.dedup();
+    let mut tables = Vec::new();
+    let mut skipped = Vec::new();
+    for (schema, table, engine) in found {
+        let engine = engine.unwrap_or_default();
+        if SNAPSHOT_ENGINES
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(&engine))
+        {
+            tables.push((schema, table));
+        } else {
+            skipped.push(format!(
+                "{}: ENGINE={engine} has no consistent snapshot, so it cannot be read at one \
+                 point of the stream; compare it on a quiet pair (CHECKSUM TABLE)",
+                display(&schema, &table)
+            ));
+        }
+    }
+    Ok((tables, skipped))
 }
 
 /// Opens the two read views at one point of the stream (see the module
@@ -312,10 +376,15 @@ async fn aligned_snapshots(
             return Err("cancelled".into());
         }
         let h = hold.clone();
-        let (paused, _) = tokio::task::spawn_blocking(move || h.pause(PAUSE_TIMEOUT))
+        let (paused, _) = tokio::task::spawn_blocking(move || h.pause(catch_up_timeout))
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| format!("could not pause the service's scheduler: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "could not pause the service's scheduler: {e} (it finishes the transaction \
+                     in hand first: a very large one takes that long; check again later)"
+                )
+            })?;
         let position = master_snapshot(master).await;
         let position = match position {
             Ok(p) => p,

@@ -186,6 +186,7 @@ pub async fn extract_to_queue(
     follow: bool,
     limit: Option<u64>,
     stop: impl Future<Output = ()>,
+    idle_mark: Option<Arc<crate::extractor::IdleMark>>,
 ) -> Result<Extracted, ExtractToQueueError> {
     let next_seqno = queue.next_seqno();
     let epoch = Epoch::starting_at(next_seqno);
@@ -197,6 +198,9 @@ pub async fn extract_to_queue(
     let mut extractor = Extractor::open(endpoint, start, next_seqno, follow)?;
     if let Some(gtid) = gtid {
         extractor.set_gtid_position(gtid);
+    }
+    if let Some(mark) = &idle_mark {
+        extractor.set_idle_mark(mark.clone());
     }
     tokio::pin!(stop);
     let mut stored = 0u64;
@@ -243,6 +247,9 @@ pub async fn extract_to_queue(
                     follow,
                 )?;
                 extractor.set_gtid_position(gtid);
+                if let Some(mark) = &idle_mark {
+                    extractor.set_idle_mark(mark.clone());
+                }
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -313,6 +320,7 @@ impl ExtractorThread {
         queue: &Arc<TransactionQueue>,
         stop_when_idle: bool,
         first: FirstStart,
+        idle_mark: Option<Arc<crate::extractor::IdleMark>>,
     ) -> Result<ExtractorThread, RunError> {
         let stop = Arc::new(AtomicBool::new(false));
         let idle = Arc::new(AtomicBool::new(false));
@@ -326,8 +334,15 @@ impl ExtractorThread {
             std::thread::Builder::new()
                 .name("shardrep-extract".into())
                 .spawn(move || {
-                    let result =
-                        extract_thread(&config, &queue, &stop, &idle, !stop_when_idle, first);
+                    let result = extract_thread(
+                        &config,
+                        &queue,
+                        &stop,
+                        &idle,
+                        !stop_when_idle,
+                        first,
+                        idle_mark,
+                    );
                     if result.is_err() {
                         failed.store(true, Ordering::Release);
                     }
@@ -378,6 +393,7 @@ fn extract_thread(
     idle: &AtomicBool,
     follow: bool,
     first: FirstStart,
+    idle_mark: Option<Arc<crate::extractor::IdleMark>>,
 ) -> Result<(), ExtractFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -395,6 +411,7 @@ fn extract_thread(
             follow,
             None,
             flag_raised(stop, STOP_POLL),
+            idle_mark,
         )
         .await?;
         if extracted.end == ExtractEnd::SourceEnd {

@@ -42,6 +42,7 @@ pub(super) fn run(
         &queue,
         options.stop_when_idle,
         FirstStart::Configured(config.source.start.clone()),
+        None,
     )?;
     if let Some(o) = &options.observer {
         *o.queue.lock().expect("observer") = Some(queue.clone());

@@ -170,7 +170,13 @@ pub fn run(
         ),
     }
     let mut router = setup::router(config, start.map, options)?;
-    let extractor = ExtractorThread::spawn(config, &queue, options.stop_when_idle, first)?;
+    let extractor = ExtractorThread::spawn(
+        config,
+        &queue,
+        options.stop_when_idle,
+        first,
+        options.hold.as_ref().map(|h| h.idle_mark()),
+    )?;
     let channels = Channels::start(config, &catalog, &start.rows, &start.recovery)?;
 
     // The scheduler, on this thread.
@@ -199,7 +205,7 @@ pub fn run(
         // the transactions re-read first tell).
         let first = start.rows.first().map(|r| (r.seqno, r.event_id.clone()));
         let common = first.filter(|(s, _)| start.rows.iter().all(|r| r.seqno == *s));
-        hold.resume_after(common.and_then(|(_, p)| p));
+        hold.resume_after(common.and_then(|(_, p)| p), start_seqno);
     }
     let settings = SchedulerSettings {
         sync_interval_seqnos: config.apply.sync_interval_seqnos,

@@ -24,6 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use crate::extractor::IdleMark;
 use crate::position::{BinlogPosition, Seqno};
 
 /// Longest a pause or a reached hold lasts without a release: then the
@@ -63,6 +66,12 @@ pub struct Hold {
     asked: AtomicBool,
     state: Mutex<(State, Handled)>,
     changed: Condvar,
+    /// Where the source last stood idle ([`IdleMark`], set by the run's
+    /// extractor): a quiet service whose source sent everything up to the
+    /// held position, and that handled every transaction numbered before
+    /// the mark, has reached the hold even when its last transaction ends
+    /// before it (a binlog rotation, a run that handled nothing yet).
+    idle_mark: Arc<IdleMark>,
 }
 
 /// The last transaction the scheduler handled (sent or dropped).
@@ -72,6 +81,9 @@ struct Handled {
     seqno: Option<Seqno>,
     /// The binlog position after it, or where the run resumed.
     position: Option<BinlogPosition>,
+    /// The first seqno the run reads (every one below it was handled
+    /// before the run).
+    resume_seqno: Seqno,
 }
 
 /// Why a step of a hold failed.
@@ -108,20 +120,28 @@ impl Hold {
                 Handled {
                     seqno: None,
                     position,
+                    resume_seqno: Seqno(0),
                 },
             )),
             changed: Condvar::new(),
+            idle_mark: Arc::new(IdleMark::default()),
         }
     }
 
+    /// The mark the run's extractor keeps current ([`IdleMark`]).
+    pub fn idle_mark(&self) -> Arc<IdleMark> {
+        self.idle_mark.clone()
+    }
+
     /// Sets the position the run resumes after (when nothing is handled
-    /// yet: every channel's restart row at one position), before the
-    /// scheduler starts.
-    pub fn resume_after(&self, position: Option<BinlogPosition>) {
+    /// yet: every channel's restart row at one position) and the first
+    /// seqno it reads, before the scheduler starts.
+    pub fn resume_after(&self, position: Option<BinlogPosition>, resume_seqno: Seqno) {
         let mut guard = self.state.lock().expect("hold");
         guard.1 = Handled {
             seqno: None,
             position,
+            resume_seqno,
         };
     }
 
@@ -261,6 +281,11 @@ impl Hold {
         self.changed.notify_all();
     }
 
+    /// Whether the run ended ([`Hold::close`]).
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().expect("hold").0 == State::Closed
+    }
+
     /// The run ended: a step waited on fails now, and every later one at
     /// once ([`HoldError::Closed`]).
     pub fn close(&self) {
@@ -271,15 +296,17 @@ impl Hold {
     }
 
     /// Scheduler side, before sending the transaction in hand (ending at
-    /// `next`; `None`: idle, nothing in hand), the last one handled ending
-    /// at `last` (`None`: none in this run): whether it must stop here. A
-    /// hold at a position is reached when `next` ends after it or, when
-    /// idle, the last transaction handled (or the run's resume position)
-    /// ends at or after it. One atomic load while no check asks.
+    /// `next`; `None`: idle, nothing in hand), the last one handled
+    /// (`last`: its seqno and end; `None`: none in this run): whether it
+    /// must stop here. A hold at a position is reached when `next` ends
+    /// after it or, when idle, the last transaction handled (or the run's
+    /// resume position) ends at or after it, or the source stood idle at
+    /// or after it with every transaction it had sent handled
+    /// ([`Hold::idle_mark`]). One atomic load while no check asks.
     pub(crate) fn must_stop(
         &self,
         next: Option<&BinlogPosition>,
-        last: Option<&BinlogPosition>,
+        last: Option<(Seqno, &BinlogPosition)>,
     ) -> bool {
         if !self.asked.load(Ordering::Acquire) {
             return false;
@@ -290,7 +317,15 @@ impl Hold {
             State::Pause { .. } => true,
             State::Until { at, .. } => match next {
                 Some(end) => end > at,
-                None => last.or(guard.1.position.as_ref()).is_some_and(|p| p >= at),
+                None => {
+                    let handled_next = last.map_or(guard.1.resume_seqno, |(s, _)| s.next());
+                    last.map(|(_, p)| p)
+                        .or(guard.1.position.as_ref())
+                        .is_some_and(|p| p >= at)
+                        || self.idle_mark.get().is_some_and(|(sent, next_seqno)| {
+                            &sent >= at && handled_next >= next_seqno
+                        })
+                }
             },
         }
     }
@@ -309,10 +344,8 @@ impl Hold {
     ) {
         let mut guard = self.state.lock().expect("hold");
         if let Some((seqno, position)) = last {
-            guard.1 = Handled {
-                seqno: Some(seqno),
-                position: Some(position.clone()),
-            };
+            guard.1.seqno = Some(seqno);
+            guard.1.position = Some(position.clone());
         }
         let now = Instant::now();
         match &mut guard.0 {
@@ -382,9 +415,15 @@ mod tests {
             for end in [100, 200, 300] {
                 assert!(!hold.must_stop(Some(&pos(end)), None), "{end}");
             }
-            assert!(hold.must_stop(Some(&pos(400)), Some(&pos(300))));
-            assert!(!hold.must_stop(None, Some(&pos(200))), "idle at 200");
-            assert!(hold.must_stop(None, Some(&pos(300))), "idle at 300");
+            assert!(hold.must_stop(Some(&pos(400)), Some((Seqno(3), &pos(300)))));
+            assert!(
+                !hold.must_stop(None, Some((Seqno(2), &pos(200)))),
+                "idle at 200"
+            );
+            assert!(
+                hold.must_stop(None, Some((Seqno(3), &pos(300)))),
+                "idle at 300"
+            );
             let waiting = s.spawn(|| {
                 let last = pos(300);
                 hold.stop_here(Some((Seqno(3), &last)), || true)
@@ -394,7 +433,7 @@ mod tests {
             hold.release();
             assert_eq!(hold.confirm(), Err(HoldError::Expired));
             waiting.join().unwrap();
-            assert!(!hold.must_stop(Some(&pos(400)), Some(&pos(300))));
+            assert!(!hold.must_stop(Some(&pos(400)), Some((Seqno(3), &pos(300)))));
         });
     }
 
@@ -411,6 +450,35 @@ mod tests {
             "the scheduler did not pause within 20 ms"
         );
         assert!(!hold.must_stop(None, None), "the pause was withdrawn");
+    }
+
+    #[test]
+    fn an_idle_source_past_the_position_reaches_the_hold() {
+        // The run handled nothing yet (just taken over), or its last
+        // transaction ends before the master's snapshot (a rotation).
+        let hold = Hold::new(None);
+        hold.resume_after(None, Seqno(5));
+        let until = |at: BinlogPosition| {
+            let mut guard = hold.state.lock().unwrap();
+            guard.0 = State::Until { at, reached: None };
+            hold.asked.store(true, Ordering::Release);
+        };
+        let rotated = BinlogPosition::new("mariadb-bin.000002", 389).unwrap();
+        until(rotated.clone());
+        assert!(
+            !hold.must_stop(None, None),
+            "no mark: not known to be there"
+        );
+        // The source idle in the new file, every seqno below 5 numbered.
+        hold.idle_mark().set(rotated.clone(), Seqno(5));
+        assert!(hold.must_stop(None, None), "nothing handled, nothing sent");
+        // The mark numbered seqnos 5 and 6: handled up to 4 is not enough.
+        hold.idle_mark().set(rotated.clone(), Seqno(7));
+        assert!(!hold.must_stop(None, Some((Seqno(4), &pos(100)))));
+        assert!(hold.must_stop(None, Some((Seqno(6), &pos(300)))));
+        // A mark before the position says nothing.
+        hold.idle_mark().set(pos(300), Seqno(7));
+        assert!(!hold.must_stop(None, Some((Seqno(6), &pos(300)))));
     }
 
     #[test]
