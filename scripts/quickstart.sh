@@ -164,19 +164,17 @@ rows = []
 for line in open(sys.argv[1]):
     t, _, j = line.partition(" ")
     s = json.loads(j)
-    if s.get("bytesBehind") is not None:
-        rows.append((float(t), s["bytesBehind"], s.get("catchUpEtaSeconds")))
+    rows.append((float(t), s.get("appliedLastSeqno"), s.get("maximumStoredSeqNo"), s.get("catchUpEtaSeconds")))
 end = float(sys.argv[2])
-if not rows or rows[0][1] == 0:
-    print("not measured (no bytesBehind during the catch-up)")
-    sys.exit()
-half = rows[0][1] / 2
-at = next((r for r in rows if r[1] <= half), None)
-if at is None or at[2] is None:
-    print("not measured (no estimate at 50%)")
+total = rows[-1][2] if rows else None
+# The first look at or past half of the backlog's transactions that shows
+# an estimate.
+at = next((r for r in rows if total and r[1] is not None and r[1] >= total / 2 and r[3] is not None and r[1] < total), None)
+if at is None:
+    print("not measured (no estimate between 50% and the end)")
 else:
     real = end - at[0]
-    print(f"{at[2]:.1f} s shown, {real:.1f} s taken (x{at[2] / real:.2f})" if real > 0 else "not measured")
+    print(f"at {100 * at[1] / total:.0f}%: {at[3]:.1f} s shown, {real:.1f} s taken (x{at[3] / real:.2f})")
 PY
 )
 shardrep_secs=$(elapsed "$t0" "$t1")
@@ -210,6 +208,6 @@ printf '%-40s %s\n' "schemas" "$schemas"
 printf '%-40s %s transactions in %s s (%s/s)\n' "native single-threaded catch-up" "$native_txns" "$native_secs" "$native_rate"
 printf '%-40s %s transactions in %s s (%s/s)\n' "shardrep catch-up ($channels channels)" "$shardrep_txns" "$shardrep_secs" "$shardrep_rate"
 printf '%-40s %sx\n' "shardrep / native (transactions/s)" "$ratio"
-printf '%-40s %s\n' "catch-up ETA at 50% of the backlog" "$eta_figure"
+printf '%-40s %s\n' "catch-up ETA shown from 50% of the backlog" "$eta_figure"
 printf '%-40s %s\n' "handback" "native replication running, Last_Errno 0"
 printf '%-40s %s\n' "checksums master = replica1" "identical"
