@@ -8,8 +8,9 @@
 #   PREFIX/share/doc/shardrep/                      README.md, shardrep.toml
 #                                                   (every configuration key)
 # and the system user and group shardrep the unit runs as, when missing.
-# The unit and the example name /usr/local and /etc/shardrep: they are
-# installed with PREFIX and CONFIG_DIR written in their place.
+# The unit and the example name the Debian package's paths (/usr/bin,
+# /usr/share/doc, /etc/shardrep): they are installed with PREFIX and
+# CONFIG_DIR written in place of /usr and /etc/shardrep.
 #
 # Running it again installs the binaries, unit and documents again and keeps
 # the configuration and the user. With --dest-dir every file goes under a
@@ -135,9 +136,10 @@ for bin in shardrep shardrepctl; do
     }
 done
 
-# conf/FILE with /usr/local and /etc/shardrep replaced by the chosen paths.
+# conf/FILE with /usr and /etc/shardrep replaced by the chosen paths.
 render() {
-    sed -e "s#/usr/local/#$prefix/#g" -e "s#/etc/shardrep/#$config_dir/#g" \
+    sed -e "s#/usr/bin/#$prefix/bin/#g" -e "s#/usr/share/doc/#$prefix/share/doc/#g" \
+        -e "s#/etc/shardrep/#$config_dir/#g" \
         -e "s#/etc/shardrep\$#$config_dir#g" "conf/$1"
 }
 
@@ -156,7 +158,7 @@ for bin in shardrep shardrepctl; do
 done
 render shardrep@.service >"$tmp/unit"
 grep -q "^ExecStart=$prefix/bin/shardrep run --config $config_dir/%i.toml\$" "$tmp/unit" ||
-    die "conf/shardrep@.service: no line 'ExecStart=/usr/local/bin/shardrep run --config /etc/shardrep/%i.toml' to install"
+    die "conf/shardrep@.service: no line 'ExecStart=/usr/bin/shardrep run --config /etc/shardrep/%i.toml' to install"
 install -m 0644 "$tmp/unit" "$units/shardrep@.service"
 echo "installed $units/shardrep@.service"
 install -m 0644 README.md "$doc_dir/README.md"

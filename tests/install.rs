@@ -70,6 +70,15 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The repository's `file` as install.sh installs it with the default
+/// prefix: /usr/local/bin and /usr/local/share/doc for /usr/bin and
+/// /usr/share/doc.
+fn with_usr_local(file: &str) -> String {
+    read(&root().join(file))
+        .replace("/usr/bin/", "/usr/local/bin/")
+        .replace("/usr/share/doc/", "/usr/local/share/doc/")
+}
+
 /// Installs with `--prefix DIR/prefix --unit-dir DIR/units --config-dir
 /// DIR/etc` (no staging root: the unit names the installed binary, which
 /// exists) and no user; returns DIR.
@@ -130,15 +139,22 @@ fn staged_install_puts_every_file_in_place_and_keeps_an_edited_configuration() {
             installed.display()
         );
     }
-    // With the default prefix and configuration directory the unit and the
-    // example are installed as they are in the repository.
+    // The unit and the example as in the repository (the Debian package's
+    // paths), with /usr/local for /usr.
     let unit = stage.join("etc/systemd/system/shardrep@.service");
     assert_eq!(mode(&unit), 0o644);
-    assert_eq!(read(&unit), read(&root().join("conf/shardrep@.service")));
+    assert_eq!(read(&unit), with_usr_local("conf/shardrep@.service"));
+    assert!(
+        read(&unit)
+            .lines()
+            .any(|l| l == "ExecStart=/usr/local/bin/shardrep run --config /etc/shardrep/%i.toml"),
+        "{}",
+        read(&unit)
+    );
     let config = stage.join("etc/shardrep/example.toml");
     assert_eq!(mode(&config), 0o640);
     assert_eq!(mode(config.parent().unwrap()), 0o750);
-    assert_eq!(read(&config), read(&root().join("conf/example.toml")));
+    assert_eq!(read(&config), with_usr_local("conf/example.toml"));
     let doc = stage.join("usr/local/share/doc/shardrep");
     assert_eq!(
         read(&doc.join("README.md")),
@@ -174,7 +190,7 @@ fn staged_install_puts_every_file_in_place_and_keeps_an_edited_configuration() {
         )
     );
     assert_eq!(read(&config), edited);
-    assert_eq!(read(&unit), read(&root().join("conf/shardrep@.service")));
+    assert_eq!(read(&unit), with_usr_local("conf/shardrep@.service"));
     std::fs::remove_dir_all(&stage).unwrap();
 }
 
@@ -199,7 +215,8 @@ fn another_prefix_and_configuration_directory_are_written_into_the_unit() {
         )),
         "{unit}"
     );
-    assert!(!unit.contains("/usr/local/"), "{unit}");
+    assert!(!unit.contains("/usr/bin/"), "{unit}");
+    assert!(!unit.contains("/usr/share/doc/"), "{unit}");
     let example = read(&dir.join("etc/example.toml"));
     assert!(
         example.contains(&format!("{d}/prefix/share/doc/shardrep/shardrep.toml")),
