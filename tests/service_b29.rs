@@ -364,7 +364,8 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
         .unwrap()
         .unwrap();
 
-    let spec = ServiceSpec::new("empty", std::slice::from_ref(&schema), "takeover");
+    let mut spec = ServiceSpec::new("empty", std::slice::from_ref(&schema), "takeover");
+    spec.env = vec![("SHARDREP_LOG_FORMAT".into(), "json".into())];
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
@@ -393,6 +394,43 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
     );
     assert_eq!(handback["slaveStarted"], true, "{handback}");
     assert!(spec.restart_seqnos(sb).await.is_empty());
+    // SHARDREP_LOG_FORMAT=json: every line one JSON object; each event
+    // once (the takeover checks the master and the replica twice, before
+    // and after STOP SLAVE, and logs what it found once).
+    let events: Vec<Value> = process
+        .log_text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for e in &events {
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(e[key].is_string(), "{key}: {e}");
+        }
+    }
+    let count = |message: &str| events.iter().filter(|e| e["message"] == message).count();
+    for message in [
+        "control socket listening",
+        "source master checked",
+        "replica checked",
+        "native replication stopped: taking over",
+        "took over from native replication",
+        "handed back to native replication",
+    ] {
+        assert_eq!(count(message), 1, "{message}: {}", process.log_text());
+    }
+    let handed_back = events
+        .iter()
+        .find(|e| e["message"] == "handed back to native replication")
+        .unwrap();
+    assert_eq!(handed_back["seqno"], "-", "{handed_back}");
+    assert_eq!(
+        handed_back["position"],
+        format!(
+            "{}:{}",
+            native.relay_master_log_file, native.exec_master_log_pos
+        ),
+        "{handed_back}"
+    );
 
     run_on_master(
         sb,

@@ -161,7 +161,8 @@ pub fn spawn(
             let channel = settings.channel.index();
             let result = runtime.block_on(run(settings, start, input, progress.clone()));
             if let Err(e) = &result {
-                tracing::error!(channel, error = %e, "channel stopped on an error");
+                // The service logs the run's error once (OFFLINE:ERROR).
+                tracing::debug!(channel, error = %e, "channel stopped on an error");
                 progress.set_error(e.clone());
             }
             result.map_err(Box::new)

@@ -139,18 +139,54 @@ enum LogCommand {
     },
 }
 
-/// Logs to stderr, filtered by `SHARDREP_LOG` (default `info`); colours
-/// only on a terminal.
-fn init_logging() {
+/// How log lines are written: `SHARDREP_LOG_FORMAT`, `text` (default) or
+/// `json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// One human-readable line per event (tracing-subscriber's `fmt`
+    /// format: time, level, target, message, fields).
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON format with the
+    /// event's fields at the top level: `timestamp`, `level`, `target`,
+    /// `message` and the event's own fields).
+    Json,
+}
+
+/// `SHARDREP_LOG_FORMAT` (unset or empty: text).
+///
+/// # Errors
+/// A value other than `text` or `json`, named.
+fn log_format() -> anyhow::Result<LogFormat> {
+    match std::env::var("SHARDREP_LOG_FORMAT") {
+        Err(std::env::VarError::NotPresent) => Ok(LogFormat::Text),
+        Ok(v) if v.is_empty() || v == "text" => Ok(LogFormat::Text),
+        Ok(v) if v == "json" => Ok(LogFormat::Json),
+        Ok(v) => bail!("SHARDREP_LOG_FORMAT={v:?}: expected \"text\" or \"json\""),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            bail!("SHARDREP_LOG_FORMAT is not UTF-8: expected \"text\" or \"json\"")
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `SHARDREP_LOG` (default `info`), in the
+/// format of `SHARDREP_LOG_FORMAT`; colours only for text on a terminal.
+fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHARDREP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHARDREP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -158,7 +194,7 @@ fn main() -> anyhow::Result<()> {
     shardrep::memory::tune_malloc();
     shardrep::memory::cap_client_buffer_pool();
     let cli = Cli::parse();
-    init_logging();
+    init_logging(log_format()?);
     match cli.command {
         Command::Run {
             config,
@@ -580,7 +616,6 @@ fn run_service(
     let handler = Arc::new(ServiceHandler::new(service.clone()));
     let server = ControlServer::start(&cfg.control.socket, handler)
         .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
-    tracing::info!(socket = %cfg.control.socket.display(), "control socket listening");
     if !offline {
         service
             .go_online(skip, None)

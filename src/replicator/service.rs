@@ -498,6 +498,10 @@ impl Service {
                         inner.skipped = skips;
                         rows
                     }
+                    // A run that failed at its setup applied nothing:
+                    // the rows are those read before (the replica that
+                    // cannot be read now is what the error says).
+                    None if matches!(error, RunError::Setup { .. }) => inner.last_rows.clone(),
                     None => {
                         tracing::warn!(
                             "cannot read the restart rows after the error: status shows what \
@@ -1169,6 +1173,14 @@ impl Service {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| failed(format!("removing the queue {}: {e}", dir.display())))?;
         }
+        tracing::info!(
+            seqno = %result.seqno.map_or_else(|| "-".to_string(), |s| s.to_string()),
+            position = %format!("{}:{}", result.point.file, result.point.pos),
+            gtid_pos = result.point.gtid_pos.as_deref().unwrap_or(""),
+            use_gtid = result.use_gtid,
+            started = start_slave,
+            "handed back to native replication"
+        );
         inner.last_rows.clear();
         inner.last_stored = (None, None);
         inner.skipped.clear();

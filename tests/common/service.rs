@@ -75,6 +75,9 @@ pub struct ServiceSpec {
     pub replica_user: Option<String>,
     /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
+    /// Environment variables set for the spawned `shardrep` (e.g.
+    /// `SHARDREP_LOG_FORMAT`), besides `SHARDREP_LOG=info`.
+    pub env: Vec<(String, String)>,
 }
 
 impl ServiceSpec {
@@ -101,6 +104,7 @@ impl ServiceSpec {
             replica_password: None,
             replica_user: None,
             compound_blocks: true,
+            env: Vec::new(),
         }
     }
 
@@ -236,8 +240,8 @@ socket = "{socket}"
     }
 
     /// Starts the real `shardrep run --config <dir>/shardrep.toml` with
-    /// `args` (e.g. `--offline`), its stderr appended to
-    /// `dir/shardrep.log`.
+    /// `args` (e.g. `--offline`) and [`Self::env`], its stderr appended to
+    /// `dir/shardrep.log` and its stdout to `dir/shardrep.out`.
     pub fn spawn_with(&self, sb: &Sandbox, args: &[&str]) -> ShardrepProcess {
         let config = self.write_config(sb);
         let log_path = self.dir.join("shardrep.log");
@@ -248,15 +252,23 @@ socket = "{socket}"
             .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardrep"));
         command.arg("run").arg("--config").arg(&config).args(args);
+        let out_path = self.dir.join("shardrep.out");
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path)
+            .unwrap();
         let child = command
             .env("SHARDREP_LOG", "info")
-            .stdout(Stdio::null())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(out)
             .stderr(log)
             .spawn()
             .expect("start shardrep");
         ShardrepProcess {
             child,
             log: log_path,
+            out: out_path,
         }
     }
 
@@ -303,6 +315,8 @@ pub struct ShardrepProcess {
     pub child: Child,
     /// Its log file.
     pub log: PathBuf,
+    /// Its stdout (the summary line of a run that ends).
+    pub out: PathBuf,
 }
 
 /// A process still running when its handle goes (a failed test) is
@@ -347,6 +361,11 @@ impl ShardrepProcess {
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// What it wrote to stdout so far.
+    pub fn out_text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
     }
 }
 
