@@ -355,7 +355,7 @@ fn describe(e: &mysql_async::Error) -> String {
         mysql_async::Error::Server(s) => {
             format!("server error {} ({}): {}", s.code, s.state, s.message)
         }
-        other => other.to_string(),
+        other => crate::mysql::error_text(other),
     }
 }
 

@@ -461,7 +461,7 @@ impl Channel {
     ) -> ApplyError {
         let (code, message) = match e {
             mysql_async::Error::Server(s) => (s.code, s.message.clone()),
-            other => (0, other.to_string()),
+            other => (0, crate::mysql::error_text(other)),
         };
         match at {
             Some((txn, _)) => ApplyError::at(self.settings.channel, txn, elide(sql), code, message),
@@ -559,10 +559,10 @@ impl Channel {
                             Err(e) => {
                                 tracing::warn!(
                                     channel = self.settings.channel.get(),
-                                    error = %e,
+                                    error = %crate::mysql::ErrorText(&e),
                                     "reconnect failed; will retry"
                                 );
-                                reconnect_error = Some(e.to_string());
+                                reconnect_error = Some(crate::mysql::error_text(&e));
                             }
                         }
                     }

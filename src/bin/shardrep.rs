@@ -3,6 +3,7 @@
 //! inspecting a transaction queue).
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -189,12 +190,95 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     // Before any thread: see shardrep::memory.
     shardrep::memory::tune_malloc();
     shardrep::memory::cap_client_buffer_pool();
     let cli = Cli::parse();
-    init_logging(log_format()?);
+    let format = match log_format() {
+        Ok(format) => format,
+        Err(e) => {
+            report(&e, LogFormat::Text);
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logging(format);
+    match run_command(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e, format);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A `run --until-idle` that ended on its run's error: the service has
+/// logged it (its `OFFLINE:ERROR` event).
+#[derive(Debug)]
+struct RunFailed {
+    /// The run's error.
+    message: String,
+}
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RunFailed {}
+
+/// Prints why a command failed on stderr: `shardrep: ` and the message
+/// (with the context it was given: anyhow's alternate form, each error of
+/// the chain once, as the crate's error types never repeat their cause),
+/// then `hint: ` and what to do when the error says. Never a backtrace,
+/// whatever `RUST_BACKTRACE` says (anyhow's `Debug` form would print one):
+/// a user error is not a bug. A panic, a bug, keeps the standard panic
+/// message and backtrace.
+///
+/// With `SHARDREP_LOG_FORMAT=json` the error is one JSON log event
+/// instead (`level` ERROR, `message`, `hint`), so that stderr stays one
+/// JSON object per line, and a run's error, already logged as its
+/// `OFFLINE:ERROR` event, is not written again.
+fn report(e: &anyhow::Error, format: LogFormat) {
+    let hint = hint(e);
+    match format {
+        LogFormat::Text => {
+            eprintln!("shardrep: {e:#}");
+            if let Some(hint) = hint {
+                eprintln!("hint: {hint}");
+            }
+        }
+        LogFormat::Json if e.downcast_ref::<RunFailed>().is_some() => {}
+        LogFormat::Json => match hint {
+            Some(hint) => tracing::error!(hint, "{e:#}"),
+            None => tracing::error!("{e:#}"),
+        },
+    }
+}
+
+/// What to do about `e`, when the error's kind says.
+fn hint(e: &anyhow::Error) -> Option<String> {
+    use shardrep::config::ConfigError;
+    if let Some(ConfigError::Read { file, .. }) = e.downcast_ref::<ConfigError>() {
+        return Some(format!(
+            "check the path given to --config ({}) and that this user may read the file",
+            file.display()
+        ));
+    }
+    if let Some(config) = e.downcast_ref::<ConfigError>() {
+        let file = config.file().display();
+        return Some(format!(
+            "fix {file} (every key is explained in conf/shardrep.toml of shardrep's \
+             sources), then `shardrep check-config --config {file}` checks it without \
+             starting anything"
+        ));
+    }
+    None
+}
+
+/// Runs the command `cli` asks for.
+fn run_command(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run {
             config,
@@ -643,7 +727,7 @@ fn run_service(
     // status).
     if until_idle && !stop.load(Ordering::Acquire) {
         if let Some(error) = service.last_error() {
-            anyhow::bail!("{error}");
+            return Err(RunFailed { message: error }.into());
         }
     }
     println!(

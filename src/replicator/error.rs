@@ -22,7 +22,7 @@ pub enum RunError {
         code: Option<u16>,
     },
     /// The queue failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Queue(#[from] crate::queue::QueueError),
     /// A queued transaction could not be read back (a damaged record or
     /// segment): nothing from it on was applied.
@@ -34,7 +34,7 @@ pub enum RunError {
         message: String,
     },
     /// The replica's restart table failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Restart(#[from] restart::RestartError),
     /// The extractor stopped on an error.
     #[error("extractor: {message}")]
@@ -45,7 +45,7 @@ pub enum RunError {
         code: Option<u16>,
     },
     /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
-    #[error("{0}")]
+    #[error(transparent)]
     Apply(#[from] scheduler::SchedulerError),
     /// Native replication's SQL thread runs on the replica (see
     /// [`crate::config::ReplicaConfig::allow_native_replication`]).

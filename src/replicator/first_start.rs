@@ -17,7 +17,10 @@ async fn catalog_exists(conn: &mut mysql_async::Conn, catalog: &str) -> Result<b
         .await
         .map_err(|e| {
             RunError::setup_client(
-                format!("cannot look for the catalog schema {catalog} on the replica: {e}"),
+                format!(
+                    "cannot look for the catalog schema {catalog} on the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                ),
                 &e,
             )
         })?;
@@ -58,9 +61,11 @@ pub(super) async fn master_answers_before_catalog(
         }
         Err(e) => Err(RunError::setup_client(
             format!(
-                "cannot connect to the master {}:{}: {e}; nothing was created on the replica \
+                "cannot connect to the master {}:{}: {}; nothing was created on the replica \
                  (the catalog {catalog} is created once both servers answer)",
-                live.host, live.port
+                live.host,
+                live.port,
+                crate::mysql::ErrorText(&e)
             ),
             &e,
         )),

@@ -93,5 +93,13 @@ async fn connect_replica_for_native(
 async fn connect_replica(config: &Config) -> Result<mysql_async::Conn, RunError> {
     mysql_async::Conn::new(replica_opts(config))
         .await
-        .map_err(|e| RunError::setup_client(format!("cannot connect to the replica: {e}"), &e))
+        .map_err(|e| {
+            RunError::setup_client(
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                ),
+                &e,
+            )
+        })
 }

@@ -633,8 +633,10 @@ impl Service {
 
     fn replica_conn_error(&self, e: mysql_async::Error) -> ServiceError {
         failed(format!(
-            "cannot connect to the replica {}:{}: {e}",
-            self.config.replica.host, self.config.replica.port
+            "cannot connect to the replica {}:{}: {}",
+            self.config.replica.host,
+            self.config.replica.port,
+            crate::mysql::ErrorText(&e)
         ))
     }
 

@@ -64,8 +64,10 @@ pub(super) fn prepare_catalog(
             .map_err(|e| {
                 RunError::setup_client(
                     format!(
-                        "cannot connect to the replica {}:{}: {e}",
-                        config.replica.host, config.replica.port
+                        "cannot connect to the replica {}:{}: {}",
+                        config.replica.host,
+                        config.replica.port,
+                        crate::mysql::ErrorText(&e)
                     ),
                     &e,
                 )
@@ -263,9 +265,12 @@ fn writeset_reader(config: &Config) -> WritesetReader {
             .build()
             .map_err(|e| format!("cannot start an async runtime: {e}"))?;
         runtime.block_on(async {
-            let mut conn = mysql_async::Conn::new(opts.clone())
-                .await
-                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let mut conn = mysql_async::Conn::new(opts.clone()).await.map_err(|e| {
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                )
+            })?;
             let read = match schema {
                 Some(schema) => writesets.reload_schema(&mut conn, schema).await,
                 None => Writesets::load(&mut conn, None)
@@ -288,9 +293,12 @@ fn foreign_key_reader(config: &Config) -> ForeignKeyReader {
             .build()
             .map_err(|e| format!("cannot start an async runtime: {e}"))?;
         runtime.block_on(async {
-            let mut conn = mysql_async::Conn::new(opts.clone())
-                .await
-                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let mut conn = mysql_async::Conn::new(opts.clone()).await.map_err(|e| {
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                )
+            })?;
             let keys = read_foreign_keys(&mut conn)
                 .await
                 .map_err(|e| format!("reading the replica's foreign keys: {e}"));
