@@ -181,8 +181,8 @@ fn a_bad_configuration_prints_its_problems_and_a_hint() {
 // A replica that refuses the connection: `run --until-idle` logs the
 // control socket once and the OFFLINE:ERROR once, with mysql_async's I/O
 // error named once (not `Input/output error: Input/output error: …`),
-// then prints the message; in JSON every line is one object and the
-// run's error is its OFFLINE:ERROR event only.
+// then prints the message and the hint; in JSON every line is one object
+// and the run's error is its OFFLINE:ERROR event only.
 #[test]
 fn a_refused_connection_is_one_event_and_one_message() {
     let dir = tempdir("usererr-refused");
@@ -197,9 +197,17 @@ fn a_refused_connection_is_one_event_and_one_message() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stderr(&out);
     assert_no_backtrace(&text);
+    let config = path.display();
     assert_eq!(
         message_lines(&text),
-        [format!("shardrep: {error}")],
+        [
+            format!("shardrep: {error}"),
+            format!(
+                "hint: start the replica, then `shardrepctl online` retries; or fix its \
+                 address ([replica] in {config}), then start shardrep again (it reads \
+                 {config} only at start)"
+            )
+        ],
         "{text}"
     );
     let logged = |what: &str| text.lines().filter(|l| l.contains(what)).count();
@@ -242,4 +250,225 @@ fn a_refused_connection_is_one_event_and_one_message() {
         events[1]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+mod sandboxed {
+    //! The same against the sandbox: a refused login, a purged binlog, a
+    //! transaction of a shard the map does not know.
+
+    use mysql_async::prelude::Queryable;
+    use serde_json::Value;
+
+    use super::{assert_no_backtrace, message_lines};
+    use crate::common::service::{
+        ctl, ctl_ok, flush_and_purge_binlogs, master_position, status, stop_target_slave,
+        wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
+    };
+    use crate::common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    async fn schema_exists(sb: &Sandbox, schema: &str) -> bool {
+        let n: Option<i64> = sb
+            .connect(TARGET)
+            .await
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+                (schema,),
+            )
+            .await
+            .unwrap();
+        n == Some(1)
+    }
+
+    /// `shardrep run --until-idle` of `spec` with `RUST_BACKTRACE=1`, to
+    /// its exit (which must be 1); returns its stderr.
+    fn run_until_idle_fails(sb: &Sandbox, spec: &mut ServiceSpec) -> String {
+        spec.env = vec![("RUST_BACKTRACE".into(), "1".into())];
+        let process = spec.spawn_with(sb, &["--until-idle"]);
+        let log = process.log.clone();
+        let code = { process }.child.wait().expect("wait for shardrep").code();
+        let text = std::fs::read_to_string(log).unwrap();
+        assert_eq!(code, Some(1), "{text}");
+        assert_no_backtrace(&text);
+        text
+    }
+
+    // The replica refuses the service's password: one message naming the
+    // replica and the server's refusal, one hint naming the keys and the
+    // file; the OFFLINE:ERROR logged once, with the same hint; nothing
+    // created on the replica, the password nowhere.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_login_prints_one_message_and_a_hint() {
+        let sb = sandbox();
+        let _lock = LOCK.lock().await;
+        let start = master_position(sb).await;
+        let mut spec = ServiceSpec::new("badlogin", &[unique_schema("badlogin")], &start);
+        let wrong = "wrong-replica-password-5521";
+        spec.replica_password = Some(wrong.into());
+        let text = run_until_idle_fails(sb, &mut spec);
+        let config = spec.dir.join("shardrep.toml");
+        let config = config.display();
+        let message = format!(
+            "cannot connect to the replica {}:{}: Server error: `ERROR 1045 (28000): Access \
+             denied for user '{}'@'{}' (using password: YES)'",
+            sb.host,
+            sb.port(TARGET),
+            sb.user,
+            sb.host
+        );
+        let hint = format!(
+            "the replica refused shardrep's user or a privilege: fix `user` and the password \
+             (`password`, `password_file` or `password_env`) of [replica] in {config}, or the \
+             user's grants there, then start shardrep again (it reads {config} only at start)"
+        );
+        assert_eq!(
+            message_lines(&text),
+            [format!("shardrep: {message}"), format!("hint: {hint}")],
+            "{text}"
+        );
+        let logged: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("OFFLINE:ERROR"))
+            .collect();
+        assert_eq!(logged.len(), 1, "{text}");
+        assert!(
+            logged[0].ends_with(&format!("OFFLINE:ERROR error={message} next=\"{hint}\"")),
+            "{text}"
+        );
+        assert!(!text.contains(wrong), "the password is shown: {text}");
+        assert!(!schema_exists(sb, &spec.catalog()).await);
+        spec.remove(sb).await;
+    }
+
+    // The master no longer has the binlog the service starts from: one
+    // message with the master's refusal (1236), one hint (re-seed, then
+    // reset).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purged_binlog_prints_one_message_and_a_hint() {
+        let sb = sandbox();
+        let _lock = LOCK.lock().await;
+        stop_target_slave(sb).await;
+        let current = flush_and_purge_binlogs(sb).await;
+        let (base, number) = current.rsplit_once('.').unwrap();
+        let purged = format!("{base}.{:06}", number.parse::<u32>().unwrap() - 1);
+        let mut spec = ServiceSpec::new(
+            "purgedstart",
+            &[unique_schema("purgedstart")],
+            &format!("{purged}:4"),
+        );
+        let text = run_until_idle_fails(sb, &mut spec);
+        let message = format!(
+            "extractor: master {}:{}: binlog dump from {purged}:4: server error 1236 (HY000): \
+             Could not find first log file name in binary log index file",
+            sb.host,
+            sb.port(Server::Master)
+        );
+        let hint = format!(
+            "the master no longer has the binlog this service needs. Re-seed the replica from \
+             the master, then `shardrepctl reset --confirm {}` removes the queue, the restart \
+             rows and the recorded skips, so that the service can start again with a fresh \
+             takeover or at source.start",
+            spec.service
+        );
+        assert_eq!(
+            message_lines(&text),
+            [format!("shardrep: {message}"), format!("hint: {hint}")],
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.contains("OFFLINE:ERROR")).count(),
+            1,
+            "{text}"
+        );
+        spec.remove(sb).await;
+    }
+
+    // `unknown_shard_policy = "error"` and a schema the map does not know:
+    // OFFLINE:ERROR whose way out is the `shard insert` line that admits
+    // it (and the skip); that line, run as written, admits it, and
+    // `online` applies it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unknown_shard_names_the_shard_insert_line_that_admits_it() {
+        let sb = sandbox();
+        let _lock = LOCK.lock().await;
+        stop_target_slave(sb).await;
+        let known = unique_schema("known");
+        let mystery = unique_schema("mystery");
+        let start = master_position(sb).await;
+        let mut spec = ServiceSpec::new("unknown", std::slice::from_ref(&known), &start);
+        spec.unknown_shard_policy = "error";
+        spec.env = vec![("SHARDREP_LOG_FORMAT".into(), "json".into())];
+        let mut process = spec.spawn(sb, false);
+        wait_for_socket(&spec, &mut process);
+        let q = quote_ident(&mystery);
+        sb.connect(Server::Master)
+            .await
+            .query_drop(format!(
+                "CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY); \
+                 INSERT INTO {q}.t VALUES (1)"
+            ))
+            .await
+            .unwrap();
+        ctl_ok(
+            &spec,
+            &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "120"],
+        );
+        let s = status(&spec);
+        let line = format!(
+            "printf '%s\\n' 'shard_id master critical' '{mystery} {} false' | shardrepctl \
+             shard insert",
+            spec.service
+        );
+        let next = format!(
+            "admit the shard with `{line}`, then `shardrepctl online`; or `shardrepctl online \
+             --skip-seqno 0` if this transaction must never be applied"
+        );
+        assert_eq!(
+            s["pendingError"],
+            format!(
+                "rejected transaction from unknown shard: seqno=0 shard={mystery}. Way out: \
+                 {next}"
+            ),
+            "{s}"
+        );
+        // The log's OFFLINE:ERROR event carries the same way out.
+        let events: Vec<Value> = process
+            .log_text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &Value| e["message"] == "OFFLINE:ERROR")
+            .collect();
+        assert_eq!(events.len(), 1, "{}", process.log_text());
+        assert_eq!(events[0]["next"], next.as_str());
+
+        // The line as written, with this test's shardrepctl and config.
+        let ctl_bin = env!("CARGO_BIN_EXE_shardrepctl");
+        let config = spec.dir.join("shardrep.toml");
+        let run = line.replace(
+            "shardrepctl shard insert",
+            &format!("'{ctl_bin}' --config '{}' shard insert", config.display()),
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{run}: {out:?}");
+        ctl_ok(&spec, &["online"]);
+        let s = wait_applied_to_master(sb, &spec).await;
+        assert_eq!(s["state"], "ONLINE", "{s}");
+        let ids: Vec<i32> = sb
+            .connect(TARGET)
+            .await
+            .query(format!("SELECT id FROM {q}.t"))
+            .await
+            .unwrap();
+        assert_eq!(ids, [1]);
+        let (code, _, err) = ctl(&spec, &["offline"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(process.terminate());
+        crate::common::service::drop_everywhere(sb, &[mystery]).await;
+        spec.remove(sb).await;
+    }
 }

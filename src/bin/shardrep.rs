@@ -213,16 +213,13 @@ fn main() -> ExitCode {
 }
 
 /// A `run --until-idle` that ended on its run's error: the service has
-/// logged it (its `OFFLINE:ERROR` event).
+/// logged it (its `OFFLINE:ERROR` event, with what to do).
 #[derive(Debug)]
-struct RunFailed {
-    /// The run's error.
-    message: String,
-}
+struct RunFailed(shardrep::replicator::service::RunFailure);
 
 impl std::fmt::Display for RunFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.0.message)
     }
 }
 
@@ -260,6 +257,9 @@ fn report(e: &anyhow::Error, format: LogFormat) {
 /// What to do about `e`, when the error's kind says.
 fn hint(e: &anyhow::Error) -> Option<String> {
     use shardrep::config::ConfigError;
+    if let Some(RunFailed(failure)) = e.downcast_ref::<RunFailed>() {
+        return failure.way_out.clone();
+    }
     if let Some(ConfigError::Read { file, .. }) = e.downcast_ref::<ConfigError>() {
         return Some(format!(
             "check the path given to --config ({}) and that this user may read the file",
@@ -727,7 +727,7 @@ fn run_service(
     // status).
     if until_idle && !stop.load(Ordering::Acquire) {
         if let Some(error) = service.last_error() {
-            return Err(RunFailed { message: error }.into());
+            return Err(RunFailed(error).into());
         }
     }
     println!(

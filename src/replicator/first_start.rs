@@ -3,6 +3,7 @@
 //! master (a wrong password, a master that is down) leaves the replica as
 //! it was.
 
+use super::error::SetupServer;
 use super::RunError;
 use crate::config::{Config, SourceEndpoint};
 
@@ -17,6 +18,7 @@ async fn catalog_exists(conn: &mut mysql_async::Conn, catalog: &str) -> Result<b
         .await
         .map_err(|e| {
             RunError::setup_client(
+                SetupServer::Replica,
                 format!(
                     "cannot look for the catalog schema {catalog} on the replica: {}",
                     crate::mysql::ErrorText(&e)
@@ -60,6 +62,7 @@ pub(super) async fn master_answers_before_catalog(
             Ok(())
         }
         Err(e) => Err(RunError::setup_client(
+            SetupServer::Master,
             format!(
                 "cannot connect to the master {}:{}: {}; nothing was created on the replica \
                  (the catalog {catalog} is created once both servers answer)",

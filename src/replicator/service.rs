@@ -47,10 +47,11 @@ use crate::shard::store;
 
 mod error;
 pub mod report;
+mod way_out;
 
 pub use error::ServiceError;
 pub use report::{
-    ChannelSnapshot, HandedBack, ResetDone, RowStatus, ShardSnapshot, StatusSnapshot,
+    ChannelSnapshot, HandedBack, ResetDone, RowStatus, RunFailure, ShardSnapshot, StatusSnapshot,
 };
 
 /// Most transactions one `log list` answers with.
@@ -91,7 +92,7 @@ struct Inner {
     /// How the replica's native replication ran before the takeover.
     takeover_used_gtid: Option<bool>,
     /// The last run's outcome, for `--until-idle` exits.
-    last_error: Option<String>,
+    last_error: Option<RunFailure>,
     /// Why the last run of this process did not end cleanly (refuses a
     /// handback until a clean offline): an immediate offline, or channels
     /// at different seqnos. After an error, the restart rows decide.
@@ -261,8 +262,8 @@ impl Service {
         inner.machine.state()
     }
 
-    /// The last run's error message, if it ended on one.
-    pub fn last_error(&self) -> Option<String> {
+    /// The last run's error and what to do about it, if it ended on one.
+    pub fn last_error(&self) -> Option<RunFailure> {
         self.lock().last_error.clone()
     }
 
@@ -486,8 +487,6 @@ impl Service {
                 tracing::info!(clean, "offline");
             }
             Err(error) => {
-                tracing::error!(error = %error, "OFFLINE:ERROR");
-                inner.last_error = Some(error.to_string());
                 // The rows as the failed run left them: what the replica
                 // holds, and at least what the channels reported
                 // committing (a restart row never moves backwards), so
@@ -525,12 +524,21 @@ impl Service {
                 ) {
                     inner.unclean = None;
                 }
+                let next = way_out::way_out(&error, &inner.last_rows, &self.config);
+                // One event: the error and what to do about it.
+                match &next {
+                    Some(next) => tracing::error!(error = %error, next, "OFFLINE:ERROR"),
+                    None => tracing::error!(error = %error, "OFFLINE:ERROR"),
+                }
                 let mut pending = pending_error(&error);
-                pending.message.push_str(&way_out(
-                    &error,
-                    &inner.last_rows,
-                    &self.config.service.name,
-                ));
+                if let Some(next) = &next {
+                    pending.message.push_str(". Way out: ");
+                    pending.message.push_str(next);
+                }
+                inner.last_error = Some(RunFailure {
+                    message: error.to_string(),
+                    way_out: next,
+                });
                 let _ = inner.machine.apply(Event::Fail(pending));
             }
         }
@@ -763,6 +771,7 @@ fn pending_error(error: &RunError) -> PendingError {
             shard,
             event_id,
             message,
+            ..
         }) => {
             let mut p = PendingError::new(message.clone());
             p.seqno = Some(seqno.get());
@@ -1385,60 +1394,6 @@ fn handback_position(
     };
     let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
-}
-
-/// What the DBA can do about `error`, appended to `pendingError`: every
-/// OFFLINE:ERROR names a supported way out.
-fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
-    use crate::scheduler::SchedulerError;
-    let reset = format!(
-        "`shardrepctl reset --confirm {name}` removes the queue, the restart rows and the \
-         recorded skips, so that the service can start again with a fresh takeover or at \
-         source.start"
-    );
-    match error {
-        RunError::Extract {
-            code: Some(1236), ..
-        } => format!(
-            ". Way out: the master no longer has the binlog this service needs. Re-seed the \
-             replica from the master, then {reset}"
-        ),
-        RunError::Extract { .. } => match handback_position(rows, name) {
-            Ok((seqno, position, _)) => format!(
-                ". Way out: the source cannot continue here. `shardrepctl handback` hands the \
-                 replica back to native replication at the applied position ({}binlog position \
-                 {position}); or {reset}",
-                seqno.map_or(String::new(), |s| format!("seqno {s}, "))
-            ),
-            Err(_) => format!(". Way out: the source cannot continue here. {reset}"),
-        },
-        RunError::Apply(SchedulerError::Apply(e))
-            if e.message
-                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
-        {
-            // The message says what to do.
-            String::new()
-        }
-        RunError::Apply(SchedulerError::Apply(e))
-            if crate::applier::retry::is_transient_report(e.code, &e.message) =>
-        {
-            ". Way out: the replica did not answer within the retries; when it answers \
-             again, `shardrepctl online` (nothing is lost: the service resumes at the \
-             restart rows)"
-                .to_string()
-        }
-        RunError::Apply(SchedulerError::Apply(e)) => format!(
-            ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
-             --skip-seqno {}` if that transaction must never be applied (recorded, never \
-             applied later); or {reset}",
-            e.seqno_number()
-        ),
-        RunError::Apply(SchedulerError::Rejected { seqno, .. }) => format!(
-            ". Way out: map the shard (`shardrepctl shard insert`), then `shardrepctl online`; \
-             or `shardrepctl online --skip-seqno {seqno}` if it must never be applied"
-        ),
-        _ => String::new(),
-    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,7 @@ pub(super) fn prepare_catalog(
             .await
             .map_err(|e| {
                 RunError::setup_client(
+                    super::error::SetupServer::Replica,
                     format!(
                         "cannot connect to the replica {}:{}: {}",
                         config.replica.host,

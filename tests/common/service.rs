@@ -39,7 +39,8 @@ pub fn tempdir(label: &str) -> PathBuf {
 
 /// One service under test: the master's binlog from `start` applied to
 /// [`TARGET`], with a shard map listing `schemas` (mastered by the
-/// service; those in `critical` critical) and dropping unknown shards.
+/// service; those in `critical` critical) and dropping unknown shards
+/// (unless [`ServiceSpec::unknown_shard_policy`] says otherwise).
 #[derive(Clone, Debug)]
 pub struct ServiceSpec {
     /// Service name (catalog `shardrep_<service>` on the replica).
@@ -75,6 +76,8 @@ pub struct ServiceSpec {
     pub replica_user: Option<String>,
     /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
+    /// `[shard_filter] unknown_shard_policy` (default `"drop"`).
+    pub unknown_shard_policy: &'static str,
     /// Environment variables set for the spawned `shardrep` (e.g.
     /// `SHARDREP_LOG_FORMAT`), besides `SHARDREP_LOG=info`.
     pub env: Vec<(String, String)>,
@@ -104,6 +107,7 @@ impl ServiceSpec {
             replica_password: None,
             replica_user: None,
             compound_blocks: true,
+            unknown_shard_policy: "drop",
             env: Vec::new(),
         }
     }
@@ -156,7 +160,7 @@ retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
 [shard_filter]
 map_file = "{map}"
-unknown_shard_policy = "drop"
+unknown_shard_policy = "{unknown_shard_policy}"
 [control]
 socket = "{socket}"
 "#,
@@ -179,6 +183,7 @@ socket = "{socket}"
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),
+            unknown_shard_policy = self.unknown_shard_policy,
             socket = self.dir.join("control.sock").display(),
             replica_socket = if self.replica_socket {
                 format!(
