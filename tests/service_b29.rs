@@ -451,6 +451,15 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
         ]
     );
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    // Nothing was applied: handed back at the takeover position, no seqno.
+    assert_eq!(
+        std::fs::read_to_string(spec.dir.join("shardrep.out")).unwrap(),
+        format!(
+            "{}: OFFLINE:NORMAL at seqno - (handed back to native replication at {}:{}), 0 \
+             dropped by the shard filter, 0 barriers, 0 skipped by request\n",
+            spec.service, native.relay_master_log_file, native.exec_master_log_pos
+        )
+    );
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     spec.remove(sb).await;
 }

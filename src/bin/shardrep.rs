@@ -730,16 +730,34 @@ fn run_service(
             return Err(RunFailed(error).into());
         }
     }
-    println!(
-        "{}: {} at seqno {}, {} dropped by the shard filter, {} barriers, {} skipped by request",
+    println!("{}", summary(&status, service.last_handback().as_ref()));
+    Ok(())
+}
+
+/// The line `shardrep run` prints when it ends: the state, the applied
+/// seqno and the counters. After a handback (the restart rows are gone,
+/// status shows no applied seqno) the seqno handed back after and where
+/// native replication starts.
+fn summary(
+    status: &shardrep::replicator::service::StatusSnapshot,
+    handed_back: Option<&shardrep::replicator::service::HandedBack>,
+) -> String {
+    let seqno = |s: Option<Seqno>| s.map_or("-".to_string(), |s| s.to_string());
+    let at = match (status.applied_last_seqno, handed_back) {
+        (None, Some(h)) => format!(
+            "{} (handed back to native replication at {}:{})",
+            seqno(h.seqno),
+            h.point.file,
+            h.point.pos
+        ),
+        (applied, _) => seqno(applied),
+    };
+    format!(
+        "{}: {} at seqno {at}, {} dropped by the shard filter, {} barriers, {} skipped by request",
         status.service_name,
         status.state,
-        status
-            .applied_last_seqno
-            .map_or("-".to_string(), |s| s.to_string()),
         status.dropped_count,
         status.serialization_count,
         status.skipped_count,
-    );
-    Ok(())
+    )
 }

@@ -100,6 +100,9 @@ struct Inner {
     /// The seqnos recorded as skipped at the DBA's request (the catalog's
     /// `skipped_seqno` table as last read, plus what `online` asked for).
     skipped: Vec<SkippedSeqno>,
+    /// The last handback, until the next run or reset: the restart rows
+    /// it cleared no longer say where the service stopped.
+    handed_back: Option<HandedBack>,
 }
 
 /// A consistency check's status and its cancel flag.
@@ -149,6 +152,7 @@ impl Service {
                 last_error: None,
                 unclean: None,
                 skipped,
+                handed_back: None,
             }),
             map_updates: Arc::new(Mutex::new(None)),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
@@ -265,6 +269,13 @@ impl Service {
     /// The last run's error and what to do about it, if it ended on one.
     pub fn last_error(&self) -> Option<RunFailure> {
         self.lock().last_error.clone()
+    }
+
+    /// The last handback of this process, unless a run or a reset came
+    /// after it: where the service handed the replica back (its restart
+    /// rows are gone, so status no longer shows that seqno).
+    pub fn last_handback(&self) -> Option<HandedBack> {
+        self.lock().handed_back.clone()
     }
 
     /// Blocks until no run is active.
@@ -395,6 +406,7 @@ impl Service {
         inner.until_seqno = until_seqno;
         inner.offline_at_seqno = None;
         inner.last_error = None;
+        inner.handed_back = None;
         let stop = run.stop.clone();
         inner.run = Some(run);
         drop(inner);
@@ -1195,6 +1207,7 @@ impl Service {
         inner.last_rows.clear();
         inner.last_stored = (None, None);
         inner.skipped.clear();
+        inner.handed_back = Some(result.clone());
         if state == State::OfflineError {
             // Handed back at a consistent position: the error is dealt with.
             let _ = inner.machine.apply(Event::Offline);
@@ -1268,6 +1281,7 @@ impl Service {
         inner.skipped.clear();
         inner.unclean = None;
         inner.takeover_used_gtid = None;
+        inner.handed_back = None;
         if state == State::OfflineError {
             let _ = inner.machine.apply(Event::Offline);
         }
