@@ -164,6 +164,60 @@ async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, sch
     spec.remove(sb).await;
 }
 
+// `wait` run before the service has started (no socket yet) waits for
+// the socket within its time-out, then for the state; with no service at
+// all it gives up once its time-out has passed, saying so (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_started_before_the_service_waits_for_its_socket() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctlw");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 2).await;
+    let spec = ServiceSpec::new("ctlw", std::slice::from_ref(&a), &start);
+    let config = spec.write_config(sb);
+    let socket = spec.dir.join("control.sock");
+
+    let (code, out, err) = ctl(&spec, &["wait", "--state", "ONLINE", "--timeout-secs", "1"]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "shardrepctl: no shardrep service is listening on {}: is it running? (waited 1 s \
+             for it to listen)\n",
+            socket.display()
+        )
+    );
+
+    // The wait first, the service after it.
+    assert!(!socket.exists());
+    let waiter = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--json",
+            "wait",
+            "--state",
+            "ONLINE",
+            "--timeout-secs",
+            "120",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ordering only: the waiter tries before the socket exists.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let process = spec.spawn(sb, false);
+    let waited = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(0), "{stderr}");
+    let answer: Value = serde_json::from_slice(&waited.stdout).unwrap();
+    assert_eq!(answer["state"], "ONLINE", "{answer}");
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
 // The replica refuses the service's password: the service goes
 // OFFLINE:ERROR at start with the server's code (1045) in pendingErrorCode,
 // and neither status nor the log shows the password.
