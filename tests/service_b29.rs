@@ -198,8 +198,43 @@ async fn takeover_refuses_a_statement_format_master() {
         "{s}"
     );
     assert_native_ok(sb).await;
+    // The failed first start leaves no catalog behind (it would hold
+    // restart rows, and another service's takeover of this replica would
+    // be refused as if this one applied there).
+    assert!(!catalog_exists(sb, &spec.catalog()).await);
+    assert!(
+        process
+            .log_text()
+            .contains("the first start failed before applying anything: the catalog schema it created is removed"),
+        "{}",
+        process.log_text()
+    );
+    // Once the master logs rows, `online` takes over (the catalog again).
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    assert!(catalog_exists(sb, &spec.catalog()).await);
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    assert_native_ok(sb).await;
     assert!(process.terminate());
     spec.remove(sb).await;
+}
+
+/// Whether the schema `catalog` exists on the replica.
+async fn catalog_exists(sb: &Sandbox, catalog: &str) -> bool {
+    let n: Option<i64> = sb
+        .connect(TARGET)
+        .await
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (catalog,),
+        )
+        .await
+        .unwrap();
+    n == Some(1)
 }
 
 // A lost queue with committed restart rows: the service refuses to start
@@ -320,6 +355,7 @@ async fn a_second_takeover_of_an_owned_replica_is_refused() {
         "{s}"
     );
     assert!(intruder.terminate());
+    assert!(!catalog_exists(sb, &second.catalog()).await);
     second.remove(sb).await;
     // The first service kept applying, alone.
     run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES (10, 10)")).await;

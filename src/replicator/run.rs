@@ -11,7 +11,7 @@ use super::error::Ended;
 use super::extract::ExtractorThread;
 use super::feed::{Feed, FeedStops};
 use super::native::NativeCheck;
-use super::{extract_only, setup, takeover, RunError};
+use super::{extract_only, first_start, setup, takeover, RunError};
 use crate::applier::progress::Progress;
 use crate::applier::restart::{Recovery, RestartRow};
 use crate::config::Config;
@@ -141,6 +141,15 @@ pub fn run(
         .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    // A first start that fails here (a refused takeover, native
+    // replication running) has applied nothing: the catalog it created
+    // goes again.
+    let before_applying = |e: RunError| {
+        if start.created {
+            runtime.block_on(first_start::remove_new_catalog(config, &catalog, &e));
+        }
+        e
+    };
     let first = takeover::first_start(
         &runtime,
         config,
@@ -148,9 +157,10 @@ pub fn run(
         &queue,
         &start.rows,
         options.observer.as_deref(),
-    )?;
+    )
+    .map_err(before_applying)?;
     let mut native = NativeCheck::new(config, &runtime);
-    native.at_start()?;
+    native.at_start().map_err(before_applying)?;
     let start_seqno = start.recovery.start_seqno();
     match &start.recovery {
         Recovery::Exact { committed, .. } => tracing::info!(

@@ -31,6 +31,8 @@ pub(super) struct CatalogStart {
     /// Every seqno recorded as skipped (the DBA's `--skip-seqno`, this
     /// run's and earlier ones), as ranges.
     pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+    /// Whether this run created the catalog schema (a first start).
+    pub created: bool,
 }
 
 /// Prepares the replica's catalog `catalog` for a run: checks the master
@@ -58,7 +60,7 @@ pub(super) fn prepare_catalog(
         None => None,
     };
     let requested_skips = requested_skips(queue, &options.skip_seqnos)?;
-    let (rows, map, recorded_skips) = runtime.block_on(async {
+    let (rows, map, recorded_skips, created) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
@@ -73,7 +75,8 @@ pub(super) fn prepare_catalog(
                     &e,
                 )
             })?;
-        first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
+        let existed =
+            first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
         // The DBA's skips are committed before anything is dispatched, and
         // every recorded one is skipped by this and every later run.
@@ -90,7 +93,7 @@ pub(super) fn prepare_catalog(
             .await
             .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
-        Ok::<_, RunError>((rows, map, recorded))
+        Ok::<_, RunError>((rows, map, recorded, !existed))
     })?;
     let recovery = restart::recover(&rows)?;
     if config.apply.parallelism == Parallelism::Row {
@@ -103,6 +106,7 @@ pub(super) fn prepare_catalog(
         recovery,
         map,
         skip_seqnos: recorded_skip_ranges(&recorded_skips),
+        created,
     })
 }
 
