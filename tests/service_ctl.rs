@@ -1300,6 +1300,93 @@ async fn skipped_seqnos_are_recorded_and_never_applied_later() {
     cleanup(sb, &spec, process, &[a]).await;
 }
 
+// `online --skip-seqno` naming a seqno that never failed: another
+// channel committed it before the seqno below it failed. It is not
+// skipped (it was applied): neither recorded, counted nor logged as
+// skipped; the one that failed is. Seqno 5 (id 4) waits for a row lock a
+// replica session holds, 6 (id 5) commits on another channel meanwhile,
+// then the session commits its own id 4 and 5 fails (1062).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_of_a_seqno_already_committed_is_not_counted() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("skipdone");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
+    create_table(sb, &a, 3).await;
+    let mut spec = ServiceSpec::new("skipdone", std::slice::from_ref(&a), &start);
+    spec.block = 1;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {qa}.t VALUES (4, 99)"
+        ))
+        .await
+        .unwrap();
+    on_master(
+        sb,
+        &format!("INSERT INTO {qa}.t VALUES (4, 0); INSERT INTO {qa}.t VALUES (5, 0)"),
+    )
+    .await;
+    common::wait_until(
+        "seqno 6 committed",
+        std::time::Duration::from_secs(60),
+        || async {
+            let rows = spec.restart_records(sb).await;
+            rows.iter().any(|(seqno, _, _)| *seqno == 6).then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    holder.query_drop("COMMIT").await.unwrap();
+    drop(holder);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 5, "{s}");
+    assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+
+    ctl_ok(&spec, &["online", "--skip-seqno", "5-6"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["skippedCount"], 1, "{s}");
+    assert_eq!(s["skippedSeqnos"], "5", "{s}");
+    let recorded: Vec<u64> = sb
+        .connect(TARGET)
+        .await
+        .query(format!(
+            "SELECT seqno FROM {}.skipped_seqno",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert_eq!(recorded, [5]);
+    let log = process.log_text();
+    assert!(
+        log.contains(
+            "--skip-seqno: the restart rows record these seqnos committed on the replica: not \
+             skipped (nothing recorded or counted) seqnos=6"
+        ),
+        "{log}"
+    );
+    let skipped_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("transaction skipped at the DBA's request"))
+        .collect();
+    assert_eq!(skipped_lines.len(), 1, "{log}");
+    assert!(skipped_lines[0].contains("seqno=5 "), "{log}");
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        [(1, 0), (2, 0), (3, 0), (4, 99), (5, 0)]
+    );
+    ctl_ok(&spec, &["offline"]);
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
 // Issue 14 §6. The master purged a binlog the service still needs: the
 // service is OFFLINE:ERROR (1236) and pendingError says what to do (re-seed,
 // then reset). `reset` is refused without the service's name; with it, it

@@ -77,6 +77,9 @@ pub struct Observer {
     pub takeover: Mutex<Option<crate::replica::TakeoverPoint>>,
     /// The shards joined by foreign keys (updated after DDL).
     pub foreign_keys: Mutex<Option<Arc<Mutex<ForeignKeyGroups>>>>,
+    /// Every recorded skip once the run has recorded its own (the DBA's
+    /// `--skip-seqno`, less the seqnos the restart rows record committed).
+    pub skipped: Mutex<Option<Vec<crate::applier::skipped::SkippedSeqno>>>,
 }
 
 impl Observer {
@@ -140,6 +143,9 @@ pub fn run(
         .build()
         .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
+    if let Some(o) = &options.observer {
+        *o.skipped.lock().expect("observer") = Some(start.recorded_skips.clone());
+    }
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
     // A first start that fails here (a refused takeover, native
     // replication running) has applied nothing: the catalog it created

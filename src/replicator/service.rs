@@ -367,21 +367,8 @@ impl Service {
         }
         let state = inner.machine.apply(Event::Online)?;
         // The run records the skips in the catalog before it dispatches
-        // anything; status shows them from now on.
-        if let Some(skip) = &skip {
-            for &(low, high) in skip.ranges() {
-                for seqno in low..=high {
-                    if !inner.skipped.iter().any(|s| s.seqno.get() == seqno) {
-                        inner.skipped.push(SkippedSeqno {
-                            seqno: Seqno(seqno),
-                            event_id: String::new(),
-                            shard_id: String::new(),
-                        });
-                    }
-                }
-            }
-            inner.skipped.sort_by_key(|s| s.seqno);
-        }
+        // anything (less those the restart rows record committed), logs
+        // them and shows them to status (`Observer::skipped`).
         let run = ActiveRun {
             stop: Arc::new(AtomicBool::new(false)),
             immediate: Arc::new(AtomicBool::new(false)),
@@ -400,9 +387,6 @@ impl Service {
             map_updates: Some(self.map_updates.clone()),
             hold: Some(run.hold.clone()),
         };
-        if let Some(skip) = &options.skip_seqnos.first() {
-            tracing::warn!(first = skip.start(), ranges = ?options.skip_seqnos, "online: these seqnos will be skipped at the DBA's request");
-        }
         inner.until_seqno = until_seqno;
         inner.offline_at_seqno = None;
         inner.last_error = None;
@@ -455,6 +439,11 @@ impl Service {
         }
         if let Some(queue) = observer.queue.lock().expect("observer").as_ref() {
             inner.last_stored = (queue.min_seqno(), queue.max_seqno());
+        }
+        // The skips as the run recorded them (the catalog, read again
+        // below when the replica answers, has the last word).
+        if let Some(skipped) = observer.skipped.lock().expect("observer").take() {
+            inner.skipped = skipped;
         }
         // Counted whether the run ended cleanly or on an error.
         if let Some(counters) = observer.counters.lock().expect("observer").as_ref() {
@@ -837,6 +826,11 @@ impl Service {
         Self::refresh(&mut inner);
         let (seqno, event_id) = applied_summary(&inner.last_rows);
         let (dropped, barriers, _, window_waits) = inner.totals;
+        let skipped = inner
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.skipped.lock().expect("observer").clone())
+            .unwrap_or_else(|| inner.skipped.clone());
         let mut status = StatusSnapshot {
             service_name: self.config.service.name.clone(),
             role: self.config.service.role,
@@ -850,9 +844,10 @@ impl Service {
             window_wait_count: window_waits,
             dropped_count: dropped,
             // The DBA's skips as recorded in the catalog (each counted
-            // once, however often a restarted run passes it again).
-            skipped_count: inner.skipped.len() as u64,
-            skipped_seqnos: super::skip_ranges(&inner.skipped),
+            // once, however often a restarted run passes it again): the
+            // running run's once it has recorded its own.
+            skipped_count: skipped.len() as u64,
+            skipped_seqnos: super::skip_ranges(&skipped),
             open_temp_tables: 0,
             parallelism: self.config.apply.parallelism,
             row: inner.row_totals.clone(),
