@@ -55,6 +55,13 @@ pub const TABLE_EXISTS: &str = "SELECT COUNT(*) FROM information_schema.TABLES \
 pub const SCHEMA_EXISTS: &str =
     "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?";
 
+/// Drops the catalog schema `schema` (a first start that failed before
+/// applying anything; run without binary logging, as the schema was
+/// created).
+pub fn schema_drop(schema: &str) -> String {
+    format!("DROP DATABASE IF EXISTS {}", quote_ident(schema))
+}
+
 // ---- restart_position
 
 /// The `CREATE` statements of the catalog schema and the restart table.

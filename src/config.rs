@@ -566,7 +566,7 @@ impl Config {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             file: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Self::from_toml_str(&text, path)
     }

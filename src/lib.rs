@@ -28,6 +28,15 @@
 //! - **restart position**: the per-channel row committed with the data.
 //!
 //! The architecture and contracts are in `shared/DESIGN.md`.
+//!
+//! ## Error texts
+//! Every error type of the crate displays a complete message, its cause's
+//! text included (`queue q: cannot create q/seg-0: Permission denied (os
+//! error 13)`), and returns no `source()`: status, logs and the binaries
+//! show an error by its `Display` alone, and a printer that walks the
+//! chain (anyhow's `{:#}`) shows each cause once. A MySQL client error is
+//! shown through [`mysql::ErrorText`] (mysql_async names an I/O error's
+//! kind twice).
 
 pub mod applier;
 pub mod backoff;

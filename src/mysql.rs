@@ -392,3 +392,51 @@ mod tests {
         }
     }
 }
+
+/// A client error's text as shardrep shows it: mysql_async's `Display`,
+/// except an I/O error, whose `Input/output error: ` prefix mysql_async
+/// writes twice (for its `Error::Io` and again for the `IoError::Io`
+/// inside): `Input/output error: Connection refused (os error 111)`.
+pub struct ErrorText<'a>(pub &'a mysql_async::Error);
+
+impl std::fmt::Display for ErrorText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            mysql_async::Error::Io(mysql_async::IoError::Io(e)) => {
+                write!(f, "Input/output error: {e}")
+            }
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+/// [`ErrorText`] as a `String`.
+pub fn error_text(e: &mysql_async::Error) -> String {
+    ErrorText(e).to_string()
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_names_its_kind_once() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = mysql_async::Error::Io(mysql_async::IoError::Io(refused));
+        assert_eq!(
+            e.to_string(),
+            "Input/output error: Input/output error: connection refused",
+            "mysql_async's own text (if this changes, ErrorText may go)"
+        );
+        assert_eq!(error_text(&e), "Input/output error: connection refused");
+        let server = mysql_async::Error::Server(mysql_async::ServerError {
+            code: 1045,
+            message: "Access denied".into(),
+            state: "28000".into(),
+        });
+        assert_eq!(
+            error_text(&server),
+            "Server error: `ERROR 1045 (28000): Access denied'"
+        );
+    }
+}

@@ -355,7 +355,7 @@ fn describe(e: &mysql_async::Error) -> String {
         mysql_async::Error::Server(s) => {
             format!("server error {} ({}): {}", s.code, s.state, s.message)
         }
-        other => other.to_string(),
+        other => crate::mysql::error_text(other),
     }
 }
 
@@ -567,6 +567,9 @@ impl MasterFacts {
 ///   `gtid_binlog_pos`, `@@hostname`/`@@port` and `SHOW BINARY LOGS`
 ///   (needs the `BINLOG MONITOR` / `REPLICATION CLIENT` privilege).
 ///
+/// Logs nothing: a takeover checks twice (before and after `STOP SLAVE`),
+/// and its caller logs the facts once.
+///
 /// # Errors
 /// [`ReplicaError::Setting`] for a refused setting, [`ReplicaError::Sql`] /
 /// [`ReplicaError::Field`] when something cannot be read.
@@ -661,15 +664,6 @@ pub async fn check_master(conn: &mut Conn) -> Result<MasterFacts, ReplicaError> 
         binary_logs,
         endpoint: server,
     };
-    tracing::info!(
-        master = %facts.endpoint,
-        server_id = facts.server_id,
-        row_image = %facts.row_image,
-        binlog_checksum = %facts.binlog_checksum,
-        gtid_domain_id = facts.gtid_domain_id,
-        oldest_binlog = facts.oldest_binlog(),
-        "source master checked"
-    );
     Ok(facts)
 }
 
@@ -958,7 +952,8 @@ async fn check_same_master(
 ///   source, and its `Master_Server_Id` (once known) the master's
 ///   `server_id` ([`ReplicaError::WrongMaster`], naming both addresses).
 ///
-/// `read_only` is reported, not refused.
+/// `read_only` is reported, not refused. Logs nothing (as
+/// [`check_master`]).
 ///
 /// # Errors
 /// As listed, and [`ReplicaError::Sql`] / [`ReplicaError::Field`].
@@ -1021,14 +1016,6 @@ pub async fn check_replica(
         slave,
         endpoint: server,
     };
-    tracing::info!(
-        replica = %facts.endpoint,
-        server_id = facts.server_id,
-        read_only = facts.read_only,
-        master = %facts.slave.master(),
-        using_gtid = %facts.slave.using_gtid,
-        "replica checked"
-    );
     Ok(facts)
 }
 
@@ -1545,6 +1532,8 @@ pub async fn verify_slave_running(
 /// 4. with `start_slave`: `START SLAVE`, then [`verify_slave_running`] with
 ///    [`START_TIMEOUT`] and [`START_SETTLE`].
 ///
+/// Logs the server's warnings; the caller logs the handback itself.
+///
 /// # Errors
 /// [`ReplicaError::InvalidPosition`] (nothing changed),
 /// [`ReplicaError::NotConfigured`], [`ReplicaError::Sql`], and those of
@@ -1595,14 +1584,6 @@ pub async fn handback(
     for w in &warned {
         tracing::warn!(replica = %server, warning = %w, "handback");
     }
-    tracing::info!(
-        replica = %server,
-        position = %format!("{}:{}", point.file, point.pos),
-        gtid_pos = point.gtid_pos.as_deref().unwrap_or(""),
-        use_gtid,
-        started = start_slave,
-        "handed back to native replication"
-    );
     Ok(HandbackReport {
         statements,
         warnings: warned,

@@ -54,6 +54,7 @@ use crate::applier::progress::Progress;
 use crate::applier::work::{Marker, Work};
 use crate::event::Transaction;
 use crate::position::{BinlogPosition, ChannelId, Epoch, GtidPos, Seqno, SeqnoRanges};
+use crate::shard::filter::Rule;
 use crate::shard::writeset::{Key, Writeset};
 
 pub mod dependencies;
@@ -82,6 +83,8 @@ pub enum Route {
     Error {
         /// The message, naming seqno, shard and rule.
         message: String,
+        /// The filter's rule that rejected it.
+        rule: Rule,
     },
 }
 
@@ -178,6 +181,8 @@ pub enum SchedulerError {
         event_id: BinlogPosition,
         /// The filter's message.
         message: String,
+        /// The filter's rule that rejected it (what would admit it).
+        rule: Rule,
     },
     /// Reading the queue failed.
     #[error("reading the transaction queue: {0}")]
@@ -561,12 +566,13 @@ where
             router.route(&txn)
         };
         match route {
-            Route::Error { message } => {
+            Route::Error { message, rule } => {
                 return Err(SchedulerError::Rejected {
                     seqno,
                     shard: txn.shard.clone(),
                     event_id: txn.end_position.clone(),
                     message,
+                    rule,
                 });
             }
             // A DBA's skip is counted in `skipped` only, not as a drop
@@ -817,6 +823,7 @@ impl Router for ShardRouter {
             },
             Decision::Error(reason) => Route::Error {
                 message: reason.message,
+                rule: reason.rule,
             },
         }
     }

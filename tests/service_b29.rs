@@ -198,8 +198,43 @@ async fn takeover_refuses_a_statement_format_master() {
         "{s}"
     );
     assert_native_ok(sb).await;
+    // The failed first start leaves no catalog behind (it would hold
+    // restart rows, and another service's takeover of this replica would
+    // be refused as if this one applied there).
+    assert!(!catalog_exists(sb, &spec.catalog()).await);
+    assert!(
+        process
+            .log_text()
+            .contains("the first start failed before applying anything: the catalog schema it created is removed"),
+        "{}",
+        process.log_text()
+    );
+    // Once the master logs rows, `online` takes over (the catalog again).
+    ctl_ok(&spec, &["online"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    assert!(catalog_exists(sb, &spec.catalog()).await);
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(&spec, &["handback", "--start-slave"]);
+    assert_native_ok(sb).await;
     assert!(process.terminate());
     spec.remove(sb).await;
+}
+
+/// Whether the schema `catalog` exists on the replica.
+async fn catalog_exists(sb: &Sandbox, catalog: &str) -> bool {
+    let n: Option<i64> = sb
+        .connect(TARGET)
+        .await
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (catalog,),
+        )
+        .await
+        .unwrap();
+    n == Some(1)
 }
 
 // A lost queue with committed restart rows: the service refuses to start
@@ -320,6 +355,7 @@ async fn a_second_takeover_of_an_owned_replica_is_refused() {
         "{s}"
     );
     assert!(intruder.terminate());
+    assert!(!catalog_exists(sb, &second.catalog()).await);
     second.remove(sb).await;
     // The first service kept applying, alone.
     run_on_master(sb, &format!("INSERT INTO {q}.ev VALUES (10, 10)")).await;
@@ -364,7 +400,8 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
         .unwrap()
         .unwrap();
 
-    let spec = ServiceSpec::new("empty", std::slice::from_ref(&schema), "takeover");
+    let mut spec = ServiceSpec::new("empty", std::slice::from_ref(&schema), "takeover");
+    spec.env = vec![("SHARDREP_LOG_FORMAT".into(), "json".into())];
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
@@ -393,6 +430,43 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
     );
     assert_eq!(handback["slaveStarted"], true, "{handback}");
     assert!(spec.restart_seqnos(sb).await.is_empty());
+    // SHARDREP_LOG_FORMAT=json: every line one JSON object; each event
+    // once (the takeover checks the master and the replica twice, before
+    // and after STOP SLAVE, and logs what it found once).
+    let events: Vec<Value> = process
+        .log_text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for e in &events {
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(e[key].is_string(), "{key}: {e}");
+        }
+    }
+    let count = |message: &str| events.iter().filter(|e| e["message"] == message).count();
+    for message in [
+        "control socket listening",
+        "source master checked",
+        "replica checked",
+        "native replication stopped: taking over",
+        "took over from native replication",
+        "handed back to native replication",
+    ] {
+        assert_eq!(count(message), 1, "{message}: {}", process.log_text());
+    }
+    let handed_back = events
+        .iter()
+        .find(|e| e["message"] == "handed back to native replication")
+        .unwrap();
+    assert_eq!(handed_back["seqno"], "-", "{handed_back}");
+    assert_eq!(
+        handed_back["position"],
+        format!(
+            "{}:{}",
+            native.relay_master_log_file, native.exec_master_log_pos
+        ),
+        "{handed_back}"
+    );
 
     run_on_master(
         sb,
@@ -413,6 +487,15 @@ async fn handback_right_after_a_takeover_with_nothing_applied() {
         ]
     );
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    // Nothing was applied: handed back at the takeover position, no seqno.
+    assert_eq!(
+        std::fs::read_to_string(spec.dir.join("shardrep.out")).unwrap(),
+        format!(
+            "{}: OFFLINE:NORMAL at seqno - (handed back to native replication at {}:{}), 0 \
+             dropped by the shard filter, 0 barriers, 0 skipped by request\n",
+            spec.service, native.relay_master_log_file, native.exec_master_log_pos
+        )
+    );
     drop_everywhere(sb, std::slice::from_ref(&schema)).await;
     spec.remove(sb).await;
 }

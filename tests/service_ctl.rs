@@ -164,6 +164,60 @@ async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, sch
     spec.remove(sb).await;
 }
 
+// `wait` run before the service has started (no socket yet) waits for
+// the socket within its time-out, then for the state; with no service at
+// all it gives up once its time-out has passed, saying so (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_started_before_the_service_waits_for_its_socket() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctlw");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 2).await;
+    let spec = ServiceSpec::new("ctlw", std::slice::from_ref(&a), &start);
+    let config = spec.write_config(sb);
+    let socket = spec.dir.join("control.sock");
+
+    let (code, out, err) = ctl(&spec, &["wait", "--state", "ONLINE", "--timeout-secs", "1"]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "shardrepctl: no shardrep service is listening on {}: is it running? (waited 1 s \
+             for it to listen)\n",
+            socket.display()
+        )
+    );
+
+    // The wait first, the service after it.
+    assert!(!socket.exists());
+    let waiter = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--json",
+            "wait",
+            "--state",
+            "ONLINE",
+            "--timeout-secs",
+            "120",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ordering only: the waiter tries before the socket exists.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let process = spec.spawn(sb, false);
+    let waited = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(0), "{stderr}");
+    let answer: Value = serde_json::from_slice(&waited.stdout).unwrap();
+    assert_eq!(answer["state"], "ONLINE", "{answer}");
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
 // The replica refuses the service's password: the service goes
 // OFFLINE:ERROR at start with the server's code (1045) in pendingErrorCode,
 // and neither status nor the log shows the password.
@@ -1082,7 +1136,19 @@ async fn offline_handback_points_native_replication_after_the_last_seqno() {
     let (code, _, err) = ctl(&spec, &["handback"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no restart position"), "{err}");
-    cleanup(sb, &spec, process, &[a]).await;
+    // The line shardrep prints as it stops names the seqno handed back
+    // after, although status no longer does (the restart rows are gone).
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    assert_eq!(
+        std::fs::read_to_string(spec.dir.join("shardrep.out")).unwrap(),
+        format!(
+            "{}: OFFLINE:NORMAL at seqno 4 (handed back to native replication at {end}), 0 \
+             dropped by the shard filter, 0 barriers, 0 skipped by request\n",
+            spec.service
+        )
+    );
+    common::service::drop_everywhere(sb, &[a]).await;
+    spec.remove(sb).await;
 }
 
 /// Inserts `(id, n)` into `schema.t` on the replica without binlogging:
@@ -1231,6 +1297,93 @@ async fn skipped_seqnos_are_recorded_and_never_applied_later() {
     );
     ctl_ok(&spec, &["offline"]);
     assert_eq!(spec.restart_seqnos(sb).await, [7; 4]);
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
+// `online --skip-seqno` naming a seqno that never failed: another
+// channel committed it before the seqno below it failed. It is not
+// skipped (it was applied): neither recorded, counted nor logged as
+// skipped; the one that failed is. Seqno 5 (id 4) waits for a row lock a
+// replica session holds, 6 (id 5) commits on another channel meanwhile,
+// then the session commits its own id 4 and 5 fails (1062).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_of_a_seqno_already_committed_is_not_counted() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("skipdone");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
+    create_table(sb, &a, 3).await;
+    let mut spec = ServiceSpec::new("skipdone", std::slice::from_ref(&a), &start);
+    spec.block = 1;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {qa}.t VALUES (4, 99)"
+        ))
+        .await
+        .unwrap();
+    on_master(
+        sb,
+        &format!("INSERT INTO {qa}.t VALUES (4, 0); INSERT INTO {qa}.t VALUES (5, 0)"),
+    )
+    .await;
+    common::wait_until(
+        "seqno 6 committed",
+        std::time::Duration::from_secs(60),
+        || async {
+            let rows = spec.restart_records(sb).await;
+            rows.iter().any(|(seqno, _, _)| *seqno == 6).then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    holder.query_drop("COMMIT").await.unwrap();
+    drop(holder);
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 5, "{s}");
+    assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+
+    ctl_ok(&spec, &["online", "--skip-seqno", "5-6"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["skippedCount"], 1, "{s}");
+    assert_eq!(s["skippedSeqnos"], "5", "{s}");
+    let recorded: Vec<u64> = sb
+        .connect(TARGET)
+        .await
+        .query(format!(
+            "SELECT seqno FROM {}.skipped_seqno",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert_eq!(recorded, [5]);
+    let log = process.log_text();
+    assert!(
+        log.contains(
+            "--skip-seqno: the restart rows record these seqnos committed on the replica: not \
+             skipped (nothing recorded or counted) seqnos=6"
+        ),
+        "{log}"
+    );
+    let skipped_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("transaction skipped at the DBA's request"))
+        .collect();
+    assert_eq!(skipped_lines.len(), 1, "{log}");
+    assert!(skipped_lines[0].contains("seqno=5 "), "{log}");
+    assert_eq!(
+        rows_of(sb, TARGET, &a).await,
+        [(1, 0), (2, 0), (3, 0), (4, 99), (5, 0)]
+    );
+    ctl_ok(&spec, &["offline"]);
     cleanup(sb, &spec, process, &[a]).await;
 }
 

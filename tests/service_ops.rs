@@ -53,7 +53,11 @@ fn spawn_config(spec: &ServiceSpec, text: &str, args: &[&str]) -> ShardrepProces
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start shardrep");
-    ShardrepProcess { child, log }
+    ShardrepProcess {
+        child,
+        log,
+        out: "/dev/null".into(),
+    }
 }
 
 async fn schemas(sb: &Sandbox, server: Server) -> Vec<String> {

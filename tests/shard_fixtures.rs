@@ -136,7 +136,10 @@ fn missing_file() {
         .to_string();
     assert_eq!(
         e,
-        format!("{}: cannot read shard map", fixture("absent.map"))
+        format!(
+            "{}: cannot read shard map: No such file or directory (os error 2)",
+            fixture("absent.map")
+        )
     );
 }
 

@@ -161,7 +161,8 @@ pub fn spawn(
             let channel = settings.channel.index();
             let result = runtime.block_on(run(settings, start, input, progress.clone()));
             if let Err(e) = &result {
-                tracing::error!(channel, error = %e, "channel stopped on an error");
+                // The service logs the run's error once (OFFLINE:ERROR).
+                tracing::debug!(channel, error = %e, "channel stopped on an error");
                 progress.set_error(e.clone());
             }
             result.map_err(Box::new)
@@ -460,7 +461,7 @@ impl Channel {
     ) -> ApplyError {
         let (code, message) = match e {
             mysql_async::Error::Server(s) => (s.code, s.message.clone()),
-            other => (0, other.to_string()),
+            other => (0, crate::mysql::error_text(other)),
         };
         match at {
             Some((txn, _)) => ApplyError::at(self.settings.channel, txn, elide(sql), code, message),
@@ -558,10 +559,10 @@ impl Channel {
                             Err(e) => {
                                 tracing::warn!(
                                     channel = self.settings.channel.get(),
-                                    error = %e,
+                                    error = %crate::mysql::ErrorText(&e),
                                     "reconnect failed; will retry"
                                 );
-                                reconnect_error = Some(e.to_string());
+                                reconnect_error = Some(crate::mysql::error_text(&e));
                             }
                         }
                     }

@@ -240,7 +240,14 @@ pub fn connect_error(channel: ChannelId, e: &mysql_async::Error) -> ApplyError {
         mysql_async::Error::Server(s) => s.code,
         _ => 0,
     };
-    ApplyError::on_channel(channel, code, format!("cannot connect to the replica: {e}"))
+    ApplyError::on_channel(
+        channel,
+        code,
+        format!(
+            "cannot connect to the replica: {}",
+            crate::mysql::ErrorText(e)
+        ),
+    )
 }
 
 #[cfg(test)]

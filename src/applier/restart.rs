@@ -143,7 +143,7 @@ pub async fn pending_ddl(
         .await
         .map_err(|source| RestartError::Sql {
             catalog: catalog.to_string(),
-            source,
+            cause: source,
         })?;
     Ok(match row {
         Some((seqno, ddl)) if ddl > seqno => Some(Seqno(ddl as u64)),
@@ -179,13 +179,15 @@ fn stored_seqno(seqno: Option<Seqno>) -> i64 {
 #[derive(Debug, thiserror::Error)]
 pub enum RestartError {
     /// The replica refused a statement.
-    #[error("restart table {catalog}.{RESTART_TABLE}: {source}")]
+    #[error(
+        "restart table {catalog}.{RESTART_TABLE}: {}",
+        crate::mysql::ErrorText(cause)
+    )]
     Sql {
         /// Catalog schema.
         catalog: String,
         /// The error.
-        #[source]
-        source: mysql_async::Error,
+        cause: mysql_async::Error,
     },
     /// The stored channel count differs from the configured one and the
     /// rows are not all at one seqno with every seqno up to it recorded
@@ -208,7 +210,7 @@ pub enum RestartError {
     /// A stored value is not what the column holds.
     #[error(
         "restart row of channel {channel} ({catalog}.{RESTART_TABLE}): {column} {text:?} is not \
-         {expected}: {source}"
+         {expected}: {cause}"
     )]
     Malformed {
         /// Catalog schema.
@@ -222,8 +224,7 @@ pub enum RestartError {
         /// What the column holds (`a binlog position`, ...).
         expected: &'static str,
         /// Why it is not.
-        #[source]
-        source: Box<PositionError>,
+        cause: Box<PositionError>,
     },
     /// A stored seqno (or low-water mark) below -1: neither "nothing
     /// applied" (-1) nor a seqno. Taken as "nothing applied", it would
@@ -309,7 +310,7 @@ pub async fn prepare(
 ) -> Result<Vec<RestartRow>, RestartError> {
     let sql_err = |source| RestartError::Sql {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
@@ -412,7 +413,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
     type Stored = (u16, i64, u64, String, String, String, Option<i64>, String);
     let sql_err = |source| RestartError::Sql {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     let rows: Vec<Stored> = match conn.query(catalog::restart_select(catalog)).await {
         Ok(rows) => rows,
@@ -437,7 +438,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<RestartRow>, Res
                     column,
                     text,
                     expected,
-                    source: Box::new(source),
+                    cause: Box::new(source),
                 };
                 let bad_seqno = |column, seqno| RestartError::BadSeqno {
                     catalog: catalog.to_string(),
@@ -513,7 +514,7 @@ pub async fn record_start(
 ) -> Result<(), RestartError> {
     let sql_err = |source| RestartError::Sql {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await

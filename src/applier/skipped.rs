@@ -42,13 +42,15 @@ pub struct SkippedSeqno {
 
 /// Errors of the skipped-seqno table.
 #[derive(Debug, thiserror::Error)]
-#[error("skipped-seqno table {catalog}.{SKIPPED_TABLE}: {source}")]
+#[error(
+    "skipped-seqno table {catalog}.{SKIPPED_TABLE}: {}",
+    crate::mysql::ErrorText(cause)
+)]
 pub struct SkippedError {
     /// Catalog schema.
     pub catalog: String,
     /// The server's error.
-    #[source]
-    pub source: mysql_async::Error,
+    pub cause: mysql_async::Error,
 }
 
 async fn without_binlog<T>(
@@ -58,7 +60,7 @@ async fn without_binlog<T>(
 ) -> Result<T, SkippedError> {
     let err = |source| SkippedError {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
@@ -104,7 +106,7 @@ async fn table_exists(conn: &mut Conn, catalog: &str) -> Result<bool, SkippedErr
         .await
         .map_err(|source| SkippedError {
             catalog: catalog.to_string(),
-            source,
+            cause: source,
         })?;
     Ok(exists == Some(1))
 }
@@ -122,7 +124,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Vec<SkippedSeqno>, S
         .await
         .map_err(|source| SkippedError {
             catalog: catalog.to_string(),
-            source,
+            cause: source,
         })?;
     Ok(rows
         .into_iter()

@@ -3,6 +3,7 @@
 //! inspecting a transaction queue).
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -139,26 +140,145 @@ enum LogCommand {
     },
 }
 
-/// Logs to stderr, filtered by `SHARDREP_LOG` (default `info`); colours
-/// only on a terminal.
-fn init_logging() {
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHARDREP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+/// How log lines are written: `SHARDREP_LOG_FORMAT`, `text` (default) or
+/// `json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// One human-readable line per event (tracing-subscriber's `fmt`
+    /// format: time, level, target, message, fields).
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON format with the
+    /// event's fields at the top level: `timestamp`, `level`, `target`,
+    /// `message` and the event's own fields).
+    Json,
 }
 
-fn main() -> anyhow::Result<()> {
+/// `SHARDREP_LOG_FORMAT` (unset or empty: text).
+///
+/// # Errors
+/// A value other than `text` or `json`, named.
+fn log_format() -> anyhow::Result<LogFormat> {
+    match std::env::var("SHARDREP_LOG_FORMAT") {
+        Err(std::env::VarError::NotPresent) => Ok(LogFormat::Text),
+        Ok(v) if v.is_empty() || v == "text" => Ok(LogFormat::Text),
+        Ok(v) if v == "json" => Ok(LogFormat::Json),
+        Ok(v) => bail!("SHARDREP_LOG_FORMAT={v:?}: expected \"text\" or \"json\""),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            bail!("SHARDREP_LOG_FORMAT is not UTF-8: expected \"text\" or \"json\"")
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `SHARDREP_LOG` (default `info`), in the
+/// format of `SHARDREP_LOG_FORMAT`; colours only for text on a terminal.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHARDREP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
+fn main() -> ExitCode {
     // Before any thread: see shardrep::memory.
     shardrep::memory::tune_malloc();
     shardrep::memory::cap_client_buffer_pool();
     let cli = Cli::parse();
-    init_logging();
+    let format = match log_format() {
+        Ok(format) => format,
+        Err(e) => {
+            report(&e, LogFormat::Text);
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logging(format);
+    match run_command(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e, format);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A `run --until-idle` that ended on its run's error: the service has
+/// logged it (its `OFFLINE:ERROR` event, with what to do).
+#[derive(Debug)]
+struct RunFailed(shardrep::replicator::service::RunFailure);
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for RunFailed {}
+
+/// Prints why a command failed on stderr: `shardrep: ` and the message
+/// (with the context it was given: anyhow's alternate form, each error of
+/// the chain once, as the crate's error types never repeat their cause),
+/// then `hint: ` and what to do when the error says. Never a backtrace,
+/// whatever `RUST_BACKTRACE` says (anyhow's `Debug` form would print one):
+/// a user error is not a bug. A panic, a bug, keeps the standard panic
+/// message and backtrace.
+///
+/// With `SHARDREP_LOG_FORMAT=json` the error is one JSON log event
+/// instead (`level` ERROR, `message`, `hint`), so that stderr stays one
+/// JSON object per line, and a run's error, already logged as its
+/// `OFFLINE:ERROR` event, is not written again.
+fn report(e: &anyhow::Error, format: LogFormat) {
+    let hint = hint(e);
+    match format {
+        LogFormat::Text => {
+            eprintln!("shardrep: {e:#}");
+            if let Some(hint) = hint {
+                eprintln!("hint: {hint}");
+            }
+        }
+        LogFormat::Json if e.downcast_ref::<RunFailed>().is_some() => {}
+        LogFormat::Json => match hint {
+            Some(hint) => tracing::error!(hint, "{e:#}"),
+            None => tracing::error!("{e:#}"),
+        },
+    }
+}
+
+/// What to do about `e`, when the error's kind says.
+fn hint(e: &anyhow::Error) -> Option<String> {
+    use shardrep::config::ConfigError;
+    if let Some(RunFailed(failure)) = e.downcast_ref::<RunFailed>() {
+        return failure.way_out.clone();
+    }
+    if let Some(ConfigError::Read { file, .. }) = e.downcast_ref::<ConfigError>() {
+        return Some(format!(
+            "check the path given to --config ({}) and that this user may read the file",
+            file.display()
+        ));
+    }
+    if let Some(config) = e.downcast_ref::<ConfigError>() {
+        let file = config.file().display();
+        return Some(format!(
+            "fix {file} (every key is explained in conf/shardrep.toml of shardrep's \
+             sources), then `shardrep check-config --config {file}` checks it without \
+             starting anything"
+        ));
+    }
+    None
+}
+
+/// Runs the command `cli` asks for.
+fn run_command(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run {
             config,
@@ -590,7 +710,6 @@ fn run_service(
     let handler = Arc::new(ServiceHandler::new(service.clone()));
     let server = ControlServer::start(&cfg.control.socket, handler)
         .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
-    tracing::info!(socket = %cfg.control.socket.display(), "control socket listening");
     if !offline {
         service
             .go_online(skip, None)
@@ -621,19 +740,37 @@ fn run_service(
     // status).
     if until_idle && !stop.load(Ordering::Acquire) {
         if let Some(error) = service.last_error() {
-            anyhow::bail!("{error}");
+            return Err(RunFailed(error).into());
         }
     }
-    println!(
-        "{}: {} at seqno {}, {} dropped by the shard filter, {} barriers, {} skipped by request",
+    println!("{}", summary(&status, service.last_handback().as_ref()));
+    Ok(())
+}
+
+/// The line `shardrep run` prints when it ends: the state, the applied
+/// seqno and the counters. After a handback (the restart rows are gone,
+/// status shows no applied seqno) the seqno handed back after and where
+/// native replication starts.
+fn summary(
+    status: &shardrep::replicator::service::StatusSnapshot,
+    handed_back: Option<&shardrep::replicator::service::HandedBack>,
+) -> String {
+    let seqno = |s: Option<Seqno>| s.map_or("-".to_string(), |s| s.to_string());
+    let at = match (status.applied_last_seqno, handed_back) {
+        (None, Some(h)) => format!(
+            "{} (handed back to native replication at {}:{})",
+            seqno(h.seqno),
+            h.point.file,
+            h.point.pos
+        ),
+        (applied, _) => seqno(applied),
+    };
+    format!(
+        "{}: {} at seqno {at}, {} dropped by the shard filter, {} barriers, {} skipped by request",
         status.service_name,
         status.state,
-        status
-            .applied_last_seqno
-            .map_or("-".to_string(), |s| s.to_string()),
         status.dropped_count,
         status.serialization_count,
         status.skipped_count,
-    );
-    Ok(())
+    )
 }

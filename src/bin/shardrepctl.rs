@@ -111,7 +111,9 @@ enum Command {
         timeout_secs: u64,
     },
     /// Wait until the service is in a state or has applied a seqno; exit
-    /// 1 on time-out, or at once if the service goes OFFLINE:ERROR.
+    /// 1 on time-out, or at once if the service goes OFFLINE:ERROR. A
+    /// service that is not listening yet (just started) is waited for
+    /// within the same time-out (exit 2 if it never listens).
     Wait {
         /// The state to wait for (OFFLINE:NORMAL, GOING-ONLINE:SYNCHRONIZING,
         /// ONLINE, GOING-OFFLINE, OFFLINE:ERROR).
@@ -362,10 +364,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
                 (None, Some(n)) => WaitFor::Applied(n),
                 (None, None) => unreachable!("clap requires --state or --applied"),
             };
-            out.value(&client.request(&Request::Wait {
-                until,
-                timeout_secs,
-            })?);
+            out.value(&wait(&client, until, timeout_secs)?);
         }
         Command::Shard { command } => shard(&client, command, out)?,
         Command::Log { command } => log(&client, command, json, out)?,
@@ -465,6 +464,35 @@ fn watch(
             }
         }
         std::thread::sleep(interval);
+    }
+}
+
+/// `wait`: the service's answer to a wait of `timeout_secs` seconds. A
+/// service that is not listening yet (started a moment ago: its socket
+/// appears once its configuration is read) is waited for, within the same
+/// time-out; every 100 ms a new connection is tried.
+fn wait(client: &Client, until: WaitFor, timeout_secs: u64) -> Result<Value, Failure> {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(timeout_secs);
+    loop {
+        // What is left of the time-out, in whole seconds rounded up.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let left_secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        match client.request(&Request::Wait {
+            until,
+            timeout_secs: left_secs,
+        }) {
+            Err(e @ ClientError::NotRunning { .. }) => {
+                if Instant::now() >= deadline {
+                    return Err(Failure::Usage(format!(
+                        "{e} (waited {timeout_secs} s for it to listen)"
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(100).min(left));
+            }
+            other => return Ok(other?),
+        }
     }
 }
 

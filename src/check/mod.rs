@@ -80,7 +80,7 @@ impl CheckError {
     pub fn sql(what: String, error: mysql_async::Error) -> CheckError {
         CheckError::Sql {
             what,
-            message: error.to_string(),
+            message: crate::mysql::error_text(&error),
         }
     }
 }

@@ -8,13 +8,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read (missing, permissions, not UTF-8).
-    #[error("{}: cannot read configuration file", file.display())]
+    #[error("{}: cannot read configuration file: {cause}", file.display())]
     Read {
         /// The configuration file.
         file: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The text is not valid TOML, or a value has the wrong TOML type. The
     /// message is toml's, with line and column where known; in the value
@@ -40,6 +39,17 @@ pub enum ConfigError {
         /// unknown sections) and by key within a section.
         problems: Vec<ConfigProblem>,
     },
+}
+
+impl ConfigError {
+    /// The configuration file the error is about.
+    pub fn file(&self) -> &std::path::Path {
+        match self {
+            ConfigError::Read { file, .. }
+            | ConfigError::Parse { file, .. }
+            | ConfigError::Invalid { file, .. } => file,
+        }
+    }
 }
 
 /// One thing wrong with one key of the configuration.

@@ -762,12 +762,17 @@ fn syntax_error_names_the_file() {
 fn unreadable_file_is_a_read_error() {
     let path = fixtures().join("does-not-exist.toml");
     let err = Config::load(&path).unwrap_err();
-    assert!(matches!(&err, ConfigError::Read { source, .. }
-        if source.kind() == std::io::ErrorKind::NotFound));
+    assert!(matches!(&err, ConfigError::Read { cause, .. }
+        if cause.kind() == std::io::ErrorKind::NotFound));
+    // The cause's text in the message, and no source() to print it again.
     assert_eq!(
         err.to_string(),
-        format!("{}: cannot read configuration file", path.display())
+        format!(
+            "{}: cannot read configuration file: No such file or directory (os error 2)",
+            path.display()
+        )
     );
+    assert!(std::error::Error::source(&err).is_none());
 }
 
 #[test]

@@ -25,13 +25,12 @@ pub enum ClientError {
     },
     /// Connecting failed otherwise (permissions: the socket is mode 0600,
     /// only the service's user may connect).
-    #[error("cannot connect to the control socket {}: {source}", path.display())]
+    #[error("cannot connect to the control socket {}: {cause}", path.display())]
     Connect {
         /// The socket path.
         path: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Sending or receiving failed, or no response came in time.
     #[error("control socket {}: {message}", path.display())]
@@ -107,7 +106,7 @@ impl Client {
             } else {
                 ClientError::Connect {
                     path: self.path.clone(),
-                    source,
+                    cause: source,
                 }
             }
         })?;

@@ -129,7 +129,6 @@ impl ControlHandler for ServiceHandler {
             "slaveStarted": done.slave_started,
             "statements": done.statements,
         });
-        tracing::info!(point = %result, "handed back to native replication");
         Ok(result)
     }
 

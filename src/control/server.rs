@@ -211,13 +211,12 @@ pub const CHECK_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(3600);
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// The socket's directory could not be created.
-    #[error("cannot create the control socket directory {}: {source}", dir.display())]
+    #[error("cannot create the control socket directory {}: {cause}", dir.display())]
     CreateDir {
         /// The directory.
         dir: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A live server answers on the path.
     #[error("another shardrep service is already listening on {}", path.display())]
@@ -240,22 +239,20 @@ pub enum ServerError {
         len: usize,
     },
     /// An existing socket file could not be checked or removed.
-    #[error("cannot replace the stale control socket {}: {source}", path.display())]
+    #[error("cannot replace the stale control socket {}: {cause}", path.display())]
     Stale {
         /// The path.
         path: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Binding, setting the mode or starting the thread failed.
-    #[error("cannot listen on the control socket {}: {source}", path.display())]
+    #[error("cannot listen on the control socket {}: {cause}", path.display())]
     Bind {
         /// The path.
         path: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -359,7 +356,7 @@ impl ControlServer {
                     .create(dir)
                     .map_err(|source| ServerError::CreateDir {
                         dir: dir.to_path_buf(),
-                        source,
+                        cause: source,
                     })?;
             }
         }
@@ -367,7 +364,7 @@ impl ControlServer {
         let listener = bind_private(&path)?;
         let meta = std::fs::metadata(&path).map_err(|source| ServerError::Bind {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
         let identity = (meta.dev(), meta.ino());
         let shared = Arc::new(Shared {
@@ -387,7 +384,7 @@ impl ControlServer {
                     let _ = std::fs::remove_file(&path);
                     ServerError::Bind {
                         path: path.clone(),
-                        source,
+                        cause: source,
                     }
                 })?
         };
@@ -472,7 +469,7 @@ fn remove_if_stale(path: &Path) -> Result<(), ServerError> {
         Err(source) => {
             return Err(ServerError::Stale {
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             })
         }
     };
@@ -489,12 +486,12 @@ fn remove_if_stale(path: &Path) -> Result<(), ServerError> {
             tracing::info!(socket = %path.display(), "removing a stale control socket (no server answers on it)");
             std::fs::remove_file(path).map_err(|source| ServerError::Stale {
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             })
         }
         Err(source) => Err(ServerError::Stale {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }),
     }
 }
@@ -503,7 +500,7 @@ fn remove_if_stale(path: &Path) -> Result<(), ServerError> {
 fn bind_private(path: &Path) -> Result<UnixListener, ServerError> {
     let bind_err = |source| ServerError::Bind {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let private = std::fs::Permissions::from_mode(0o600);
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());

@@ -313,7 +313,7 @@ impl FileSource {
     fn io_error(path: &Path, source: std::io::Error) -> ExtractError {
         ExtractError::Io {
             file: path.display().to_string(),
-            source,
+            cause: source,
         }
     }
 

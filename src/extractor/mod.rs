@@ -313,13 +313,12 @@ pub enum ExtractError {
         message: String,
     },
     /// I/O error reading a file.
-    #[error("binlog file {file}: {source}")]
+    #[error("binlog file {file}: {cause}")]
     Io {
         /// File path.
         file: String,
         /// The error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Error from the live master connection.
     #[error("master {address}: {message}")]

@@ -101,6 +101,21 @@ pub const ER_XAER_NOTA: u16 = 1397;
 /// `ER_XAER_DUPID`: the xid already exists.
 pub const ER_XAER_DUPID: u16 = 1440;
 
+// ---- access
+
+/// `ER_DBACCESS_DENIED_ERROR`: the user may not use that database.
+pub const ER_DBACCESS_DENIED_ERROR: u16 = 1044;
+/// `ER_ACCESS_DENIED_ERROR`: the login (user, host, password) is refused.
+pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+/// `ER_TABLEACCESS_DENIED_ERROR`: a command is denied on a table.
+pub const ER_TABLEACCESS_DENIED_ERROR: u16 = 1142;
+/// `ER_SPECIFIC_ACCESS_DENIED_ERROR`: a privilege (e.g. `REPLICATION
+/// SLAVE`, `BINLOG MONITOR`) is missing.
+pub const ER_SPECIFIC_ACCESS_DENIED_ERROR: u16 = 1227;
+/// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: the login is refused (no
+/// password given, or a unix_socket login of another OS user).
+pub const ER_ACCESS_DENIED_NO_PASSWORD_ERROR: u16 = 1698;
+
 // ---- client library (2xxx)
 
 /// `CR_CONNECTION_ERROR`: cannot connect through the socket.

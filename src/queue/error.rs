@@ -20,28 +20,26 @@ pub enum QueueError {
     },
 
     /// A file-system operation on the queue directory failed.
-    #[error("queue {}: cannot {op}: {source}", dir.display())]
+    #[error("queue {}: cannot {op}: {cause}", dir.display())]
     Io {
         /// The queue directory.
         dir: PathBuf,
         /// What was being done, e.g. `create the directory`.
         op: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A file-system operation on a segment's files failed (its log file
     /// cannot be opened, written, read or fsynced).
-    #[error("queue segment {}: cannot {op}: {source}", segment.display())]
+    #[error("queue segment {}: cannot {op}: {cause}", segment.display())]
     SegmentIo {
         /// The segment directory.
         segment: PathBuf,
         /// What was being done, e.g. `fsync …/log`.
         op: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// Another process (or another open in this one) has the queue open:
@@ -62,15 +60,14 @@ pub enum QueueError {
 
     /// sled failed on a segment of an earlier version (I/O error, lock
     /// held by another process, corruption it detected).
-    #[error("queue segment {}: cannot {op}: {}", segment.display(), sled_message(source))]
+    #[error("queue segment {}: cannot {op}: {}", segment.display(), sled_message(cause))]
     Storage {
         /// The segment directory.
         segment: PathBuf,
         /// What was being done, e.g. `flush (fsync)`.
         op: String,
         /// sled's error.
-        #[source]
-        source: sled::Error,
+        cause: sled::Error,
     },
 
     /// A stored record cannot be read back: checksum mismatch, cut short,
@@ -262,7 +259,7 @@ mod tests {
         let e = QueueError::Storage {
             segment: PathBuf::from("/q/seg-00000000000000000000"),
             op: "read a block".into(),
-            source: sled::Error::Corruption { at: None, bt: () },
+            cause: sled::Error::Corruption { at: None, bt: () },
         };
         assert_eq!(
             e.to_string(),

@@ -88,13 +88,12 @@ pub struct TornTail {
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     /// A system call failed.
-    #[error("cannot {op}: {source}")]
+    #[error("cannot {op}: {cause}")]
     Io {
         /// What was being done.
         op: String,
         /// The error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file's header or a frame header is damaged: the blocks from
     /// there on cannot be located.
@@ -117,7 +116,7 @@ pub enum LogError {
 
 fn io_error(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> LogError {
     let op = op.into();
-    move |source| LogError::Io { op, source }
+    move |source| LogError::Io { op, cause: source }
 }
 
 /// The header of a frame holding `payload` (see the module doc).
@@ -423,7 +422,7 @@ impl Log {
         let mut index = self.index();
         let invalid = |message: String| LogError::Io {
             op: format!("append the block of seqno {first}"),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, message),
+            cause: std::io::Error::new(std::io::ErrorKind::InvalidInput, message),
         };
         if index.failed || index.torn.is_some() {
             return Err(invalid(
@@ -459,7 +458,7 @@ impl Log {
                     payload.len(),
                     self.path.display()
                 ),
-                source: e,
+                cause: e,
             });
         }
         let offset = index.end;

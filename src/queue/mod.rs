@@ -413,7 +413,7 @@ fn lock_queue(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Queu
     let io = |op: &str, source: std::io::Error| QueueError::Io {
         dir: dir.to_path_buf(),
         op: format!("{op} {}", path.display()),
-        source,
+        cause: source,
     };
     let opened = match std::fs::OpenOptions::new()
         .read(true)
@@ -544,7 +544,7 @@ impl TransactionQueue {
         let io = |op: &str, source: std::io::Error| QueueError::Io {
             dir: dir.clone(),
             op: op.to_string(),
-            source,
+            cause: source,
         };
         if options.read_only {
             if !dir.is_dir() {
@@ -951,7 +951,7 @@ impl TransactionQueue {
         segment::dir_size(&self.inner.options.config.dir).map_err(|e| QueueError::Io {
             dir: self.inner.options.config.dir.clone(),
             op: "measure the directory".into(),
-            source: e,
+            cause: e,
         })
     }
 
@@ -1558,7 +1558,7 @@ impl Inner {
             .map_err(|e| QueueError::Io {
                 dir: dir.clone(),
                 op: format!("write {FLOOR_FILE}"),
-                source: e,
+                cause: e,
             })
     }
 }

@@ -336,7 +336,7 @@ impl Segment {
             .map_err(|e| QueueError::Io {
                 dir: self.queue_dir.clone(),
                 op: format!("create {}", path.display()),
-                source: e,
+                cause: e,
             })?;
         self.marked.store(true, Ordering::Relaxed);
         Ok(())
@@ -361,7 +361,7 @@ impl Segment {
         let io = |op: String, e: std::io::Error| QueueError::Io {
             dir: queue_dir.to_path_buf(),
             op,
-            source: e,
+            cause: e,
         };
         if final_dir.exists() {
             return Err(QueueError::Layout {
@@ -410,7 +410,7 @@ impl Segment {
         QueueError::SegmentIo {
             segment: self.dir.clone(),
             op,
-            source,
+            cause: source,
         }
     }
 
@@ -418,7 +418,7 @@ impl Segment {
     /// (not a read: see [`Segment::read_error`]).
     fn log_error(&self, e: LogError) -> QueueError {
         match e {
-            LogError::Io { op, source } => self.segment_io(op, source),
+            LogError::Io { op, cause: source } => self.segment_io(op, source),
             LogError::Damaged { offset, .. } => QueueError::SegmentCorrupt {
                 segment: self.dir.clone(),
                 start: self.start,
@@ -440,7 +440,7 @@ impl Segment {
     /// A log error met while reading the block of `seqno`.
     fn read_error(&self, seqno: Seqno, e: LogError) -> QueueError {
         match e {
-            LogError::Io { op, source } => self.segment_io(op, source),
+            LogError::Io { op, cause: source } => self.segment_io(op, source),
             other => QueueError::Corrupt {
                 segment: self.dir.clone(),
                 seqno,
@@ -750,7 +750,7 @@ impl Segment {
                         "write the {len} byte record of seqno {seqno} to {}",
                         path.display()
                     ),
-                    source: e,
+                    cause: e,
                 }
             });
         }
@@ -773,7 +773,7 @@ impl Segment {
         let io = |op: String, e: std::io::Error| QueueError::Io {
             dir: self.queue_dir.clone(),
             op,
-            source: e,
+            cause: e,
         };
         let mut removed = 0;
         let entries = std::fs::read_dir(&self.dir)
@@ -966,7 +966,7 @@ impl Segment {
                 sync_path(&path).map_err(|e| QueueError::Io {
                     dir: self.queue_dir.clone(),
                     op: format!("fsync {}", path.display()),
-                    source: e,
+                    cause: e,
                 })?;
             }
         }
@@ -978,7 +978,7 @@ impl Segment {
         QueueError::Storage {
             segment: self.dir.clone(),
             op: op.to_string(),
-            source,
+            cause: source,
         }
     }
 }
@@ -1025,7 +1025,7 @@ fn open_sled(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         match open_sled_once(dir, start) {
-            Err(QueueError::Storage { source, .. })
+            Err(QueueError::Storage { cause: source, .. })
                 if source.to_string().contains("could not acquire lock")
                     && std::time::Instant::now() < deadline =>
             {
@@ -1052,7 +1052,7 @@ fn open_sled_once(dir: &Path, start: Seqno) -> Result<sled::Db, QueueError> {
         Ok(Err(e)) => Err(QueueError::Storage {
             segment: dir.to_path_buf(),
             op: "open the sled database".into(),
-            source: e,
+            cause: e,
         }),
         Err(panic) => {
             let reason = panic

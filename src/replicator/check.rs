@@ -22,6 +22,7 @@ use mysql_async::{Conn, Opts};
 use serde::Serialize;
 
 use crate::check::{check_table, CheckOptions, TablePlan};
+use crate::mysql::ErrorText;
 use crate::position::BinlogPosition;
 use crate::scheduler::hold::Hold;
 
@@ -157,14 +158,19 @@ async fn check_all(
     let connect = |opts: Opts, side: &'static str| async move {
         let mut conn = Conn::new(opts)
             .await
-            .map_err(|e| format!("connect to the {side}: {e}"))?;
+            .map_err(|e| format!("connect to the {side}: {}", ErrorText(&e)))?;
         // UTC as the applier writes: a TIMESTAMP's text is the same on
         // both servers whatever their time_zone.
         conn.query_drop(
             "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET SESSION time_zone = '+00:00'",
         )
         .await
-        .map_err(|e| format!("set REPEATABLE READ and time_zone on the {side}: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "set REPEATABLE READ and time_zone on the {side}: {}",
+                ErrorText(&e)
+            )
+        })?;
         Ok::<Conn, String>(conn)
     };
     let mut m = connect(master, "master").await?;
@@ -287,7 +293,13 @@ async fn tables_of(
                 (schema.as_str(), table.as_str()),
             )
             .await
-            .map_err(|e| format!("look up {} on the master: {e}", display(schema, table)))?;
+            .map_err(|e| {
+                format!(
+                    "look up {} on the master: {}",
+                    display(schema, table),
+                    ErrorText(&e)
+                )
+            })?;
         match row {
             Some((kind, engine)) if kind == "BASE TABLE" => {
                 found.push((schema.clone(), table.clone(), engine))
@@ -319,7 +331,12 @@ async fn tables_of(
                 (schema.as_str(),),
             )
             .await
-            .map_err(|e| format!("look up the schema {schema} on the master: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "look up the schema {schema} on the master: {}",
+                    ErrorText(&e)
+                )
+            })?;
         if exists.is_none() {
             // A shard of the map may have no schema (yet): only a schema
             // the DBA named is an error.
@@ -335,7 +352,12 @@ async fn tables_of(
                 (schema.as_str(),),
             )
             .await
-            .map_err(|e| format!("list the tables of {schema} on the master: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "list the tables of {schema} on the master: {}",
+                    ErrorText(&e)
+                )
+            })?;
         found.extend(names.into_iter().map(|(t, e)| (schema.clone(), t, e)));
     }
     found.sort();
@@ -418,7 +440,7 @@ async fn aligned_snapshots(
         let opened = replica
             .query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             .await
-            .map_err(|e| format!("open a snapshot on the replica: {e}"));
+            .map_err(|e| format!("open a snapshot on the replica: {}", ErrorText(&e)));
         let confirmed = hold.confirm();
         hold.release();
         opened?;
@@ -446,11 +468,16 @@ async fn master_snapshot(master: &mut Conn) -> Result<BinlogPosition, String> {
     master
         .query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await
-        .map_err(|e| format!("open a snapshot on the master: {e}"))?;
+        .map_err(|e| format!("open a snapshot on the master: {}", ErrorText(&e)))?;
     let vars: Vec<(String, String)> = master
         .query("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
         .await
-        .map_err(|e| format!("read the master snapshot's binlog position: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "read the master snapshot's binlog position: {}",
+                ErrorText(&e)
+            )
+        })?;
     let get = |name: &str| {
         vars.iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))

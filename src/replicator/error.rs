@@ -20,9 +20,11 @@ pub enum RunError {
         message: String,
         /// The server's error code (e.g. 1045), when a server sent one.
         code: Option<u16>,
+        /// The server that failed, when the error came from one.
+        server: Option<SetupServer>,
     },
     /// The queue failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Queue(#[from] crate::queue::QueueError),
     /// A queued transaction could not be read back (a damaged record or
     /// segment): nothing from it on was applied.
@@ -34,7 +36,7 @@ pub enum RunError {
         message: String,
     },
     /// The replica's restart table failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Restart(#[from] restart::RestartError),
     /// The extractor stopped on an error.
     #[error("extractor: {message}")]
@@ -45,7 +47,7 @@ pub enum RunError {
         code: Option<u16>,
     },
     /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
-    #[error("{0}")]
+    #[error(transparent)]
     Apply(#[from] scheduler::SchedulerError),
     /// Native replication's SQL thread runs on the replica (see
     /// [`crate::config::ReplicaConfig::allow_native_replication`]).
@@ -59,17 +61,51 @@ impl RunError {
         RunError::Setup {
             message: message.into(),
             code: None,
+            server: None,
         }
     }
 
-    /// A [`RunError::Setup`] for a client error `e`, with its server code.
-    pub(super) fn setup_client(message: String, e: &mysql_async::Error) -> RunError {
+    /// A [`RunError::Setup`] for a client error `e` of `server`, with its
+    /// server code.
+    pub(super) fn setup_client(
+        server: SetupServer,
+        message: String,
+        e: &mysql_async::Error,
+    ) -> RunError {
         RunError::Setup {
             message,
             code: match e {
                 mysql_async::Error::Server(s) => Some(s.code),
                 _ => None,
             },
+            server: Some(server),
+        }
+    }
+}
+
+/// The server a [`RunError::Setup`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupServer {
+    /// The source master (`[source]`).
+    Master,
+    /// The replica (`[replica]`).
+    Replica,
+}
+
+impl SetupServer {
+    /// The configuration section of its connection: `source`, `replica`.
+    pub fn section(self) -> &'static str {
+        match self {
+            SetupServer::Master => "source",
+            SetupServer::Replica => "replica",
+        }
+    }
+
+    /// `the master`, `the replica`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SetupServer::Master => "the master",
+            SetupServer::Replica => "the replica",
         }
     }
 }

@@ -49,7 +49,7 @@ mod skips;
 pub mod state;
 mod takeover;
 
-pub use error::{ExtractFailure, RunError};
+pub use error::{ExtractFailure, RunError, SetupServer};
 pub use native::NATIVE_REPLICATION_CHECK_INTERVAL;
 pub use run::{run, Observer, RunOptions, RunReport};
 pub(crate) use skips::{future_skip_message, skip_ranges};
@@ -93,5 +93,14 @@ async fn connect_replica_for_native(
 async fn connect_replica(config: &Config) -> Result<mysql_async::Conn, RunError> {
     mysql_async::Conn::new(replica_opts(config))
         .await
-        .map_err(|e| RunError::setup_client(format!("cannot connect to the replica: {e}"), &e))
+        .map_err(|e| {
+            RunError::setup_client(
+                error::SetupServer::Replica,
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                ),
+                &e,
+            )
+        })
 }

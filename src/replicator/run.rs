@@ -11,7 +11,7 @@ use super::error::Ended;
 use super::extract::ExtractorThread;
 use super::feed::{Feed, FeedStops};
 use super::native::NativeCheck;
-use super::{extract_only, setup, takeover, RunError};
+use super::{extract_only, first_start, setup, takeover, RunError};
 use crate::applier::progress::Progress;
 use crate::applier::restart::{Recovery, RestartRow};
 use crate::config::Config;
@@ -77,6 +77,9 @@ pub struct Observer {
     pub takeover: Mutex<Option<crate::replica::TakeoverPoint>>,
     /// The shards joined by foreign keys (updated after DDL).
     pub foreign_keys: Mutex<Option<Arc<Mutex<ForeignKeyGroups>>>>,
+    /// Every recorded skip once the run has recorded its own (the DBA's
+    /// `--skip-seqno`, less the seqnos the restart rows record committed).
+    pub skipped: Mutex<Option<Vec<crate::applier::skipped::SkippedSeqno>>>,
 }
 
 impl Observer {
@@ -140,7 +143,19 @@ pub fn run(
         .build()
         .map_err(|e| RunError::setup(format!("cannot start the async runtime: {e}")))?;
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
+    if let Some(o) = &options.observer {
+        *o.skipped.lock().expect("observer") = Some(start.recorded_skips.clone());
+    }
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    // A first start that fails here (a refused takeover, native
+    // replication running) has applied nothing: the catalog it created
+    // goes again.
+    let before_applying = |e: RunError| {
+        if start.created {
+            runtime.block_on(first_start::remove_new_catalog(config, &catalog, &e));
+        }
+        e
+    };
     let first = takeover::first_start(
         &runtime,
         config,
@@ -148,9 +163,10 @@ pub fn run(
         &queue,
         &start.rows,
         options.observer.as_deref(),
-    )?;
+    )
+    .map_err(before_applying)?;
     let mut native = NativeCheck::new(config, &runtime);
-    native.at_start()?;
+    native.at_start().map_err(before_applying)?;
     let start_seqno = start.recovery.start_seqno();
     match &start.recovery {
         Recovery::Exact { committed, .. } => tracing::info!(

@@ -48,10 +48,12 @@ use crate::shard::store;
 mod error;
 pub mod lag;
 pub mod report;
+mod way_out;
 
 pub use error::ServiceError;
 pub use report::{
-    ApplyTotals, ChannelSnapshot, HandedBack, ResetDone, RowStatus, ShardSnapshot, StatusSnapshot,
+    ApplyTotals, ChannelSnapshot, HandedBack, ResetDone, RowStatus, RunFailure, ShardSnapshot,
+    StatusSnapshot,
 };
 
 /// Most transactions one `log list` answers with.
@@ -97,7 +99,7 @@ struct Inner {
     /// How the replica's native replication ran before the takeover.
     takeover_used_gtid: Option<bool>,
     /// The last run's outcome, for `--until-idle` exits.
-    last_error: Option<String>,
+    last_error: Option<RunFailure>,
     /// Why the last run of this process did not end cleanly (refuses a
     /// handback until a clean offline): an immediate offline, or channels
     /// at different seqnos. After an error, the restart rows decide.
@@ -105,6 +107,9 @@ struct Inner {
     /// The seqnos recorded as skipped at the DBA's request (the catalog's
     /// `skipped_seqno` table as last read, plus what `online` asked for).
     skipped: Vec<SkippedSeqno>,
+    /// The last handback, until the next run or reset: the restart rows
+    /// it cleared no longer say where the service stopped.
+    handed_back: Option<HandedBack>,
 }
 
 /// A consistency check's status and its cancel flag.
@@ -164,6 +169,7 @@ impl Service {
                 last_error: None,
                 unclean: None,
                 skipped,
+                handed_back: None,
             }),
             map_updates: Arc::new(Mutex::new(None)),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
@@ -300,9 +306,16 @@ impl Service {
         inner.machine.state()
     }
 
-    /// The last run's error message, if it ended on one.
-    pub fn last_error(&self) -> Option<String> {
+    /// The last run's error and what to do about it, if it ended on one.
+    pub fn last_error(&self) -> Option<RunFailure> {
         self.lock().last_error.clone()
+    }
+
+    /// The last handback of this process, unless a run or a reset came
+    /// after it: where the service handed the replica back (its restart
+    /// rows are gone, so status no longer shows that seqno).
+    pub fn last_handback(&self) -> Option<HandedBack> {
+        self.lock().handed_back.clone()
     }
 
     /// Blocks until no run is active.
@@ -394,21 +407,8 @@ impl Service {
         }
         let state = inner.machine.apply(Event::Online)?;
         // The run records the skips in the catalog before it dispatches
-        // anything; status shows them from now on.
-        if let Some(skip) = &skip {
-            for &(low, high) in skip.ranges() {
-                for seqno in low..=high {
-                    if !inner.skipped.iter().any(|s| s.seqno.get() == seqno) {
-                        inner.skipped.push(SkippedSeqno {
-                            seqno: Seqno(seqno),
-                            event_id: String::new(),
-                            shard_id: String::new(),
-                        });
-                    }
-                }
-            }
-            inner.skipped.sort_by_key(|s| s.seqno);
-        }
+        // anything (less those the restart rows record committed), logs
+        // them and shows them to status (`Observer::skipped`).
         let run = ActiveRun {
             stop: Arc::new(AtomicBool::new(false)),
             immediate: Arc::new(AtomicBool::new(false)),
@@ -427,12 +427,10 @@ impl Service {
             map_updates: Some(self.map_updates.clone()),
             hold: Some(run.hold.clone()),
         };
-        if let Some(skip) = &options.skip_seqnos.first() {
-            tracing::warn!(first = skip.start(), ranges = ?options.skip_seqnos, "online: these seqnos will be skipped at the DBA's request");
-        }
         inner.until_seqno = until_seqno;
         inner.offline_at_seqno = None;
         inner.last_error = None;
+        inner.handed_back = None;
         let stop = run.stop.clone();
         inner.run = Some(run);
         drop(inner);
@@ -482,6 +480,11 @@ impl Service {
         if let Some(queue) = observer.queue.lock().expect("observer").as_ref() {
             inner.last_stored = (queue.min_seqno(), queue.max_seqno());
         }
+        // The skips as the run recorded them (the catalog, read again
+        // below when the replica answers, has the last word).
+        if let Some(skipped) = observer.skipped.lock().expect("observer").take() {
+            inner.skipped = skipped;
+        }
         // Counted whether the run ended cleanly or on an error.
         if let Some(counters) = observer.counters.lock().expect("observer").as_ref() {
             inner.totals.0 += counters.dropped.load(Ordering::Relaxed);
@@ -528,8 +531,6 @@ impl Service {
                 tracing::info!(clean, "offline");
             }
             Err(error) => {
-                tracing::error!(error = %error, "OFFLINE:ERROR");
-                inner.last_error = Some(error.to_string());
                 // The rows as the failed run left them: what the replica
                 // holds, and at least what the channels reported
                 // committing (a restart row never moves backwards), so
@@ -540,6 +541,10 @@ impl Service {
                         inner.skipped = skips;
                         rows
                     }
+                    // A run that failed at its setup applied nothing:
+                    // the rows are those read before (the replica that
+                    // cannot be read now is what the error says).
+                    None if matches!(error, RunError::Setup { .. }) => inner.last_rows.clone(),
                     None => {
                         tracing::warn!(
                             "cannot read the restart rows after the error: status shows what \
@@ -563,17 +568,26 @@ impl Service {
                 ) {
                     inner.unclean = None;
                 }
+                let next = way_out::way_out(&error, &inner.last_rows, &self.config);
+                // One event: the error and what to do about it.
+                match &next {
+                    Some(next) => tracing::error!(error = %error, next, "OFFLINE:ERROR"),
+                    None => tracing::error!(error = %error, "OFFLINE:ERROR"),
+                }
                 let mut pending = pending_error(&error);
                 *inner
                     .apply_totals
                     .errors
                     .entry(pending.code.unwrap_or(0))
                     .or_default() += 1;
-                pending.message.push_str(&way_out(
-                    &error,
-                    &inner.last_rows,
-                    &self.config.service.name,
-                ));
+                if let Some(next) = &next {
+                    pending.message.push_str(". Way out: ");
+                    pending.message.push_str(next);
+                }
+                inner.last_error = Some(RunFailure {
+                    message: error.to_string(),
+                    way_out: next,
+                });
                 let _ = inner.machine.apply(Event::Fail(pending));
             }
         }
@@ -676,8 +690,10 @@ impl Service {
 
     fn replica_conn_error(&self, e: mysql_async::Error) -> ServiceError {
         failed(format!(
-            "cannot connect to the replica {}:{}: {e}",
-            self.config.replica.host, self.config.replica.port
+            "cannot connect to the replica {}:{}: {}",
+            self.config.replica.host,
+            self.config.replica.port,
+            crate::mysql::ErrorText(&e)
         ))
     }
 
@@ -826,6 +842,7 @@ fn pending_error(error: &RunError) -> PendingError {
             shard,
             event_id,
             message,
+            ..
         }) => {
             let mut p = PendingError::new(message.clone());
             p.seqno = Some(seqno.get());
@@ -879,6 +896,11 @@ impl Service {
         Self::refresh(&mut inner);
         let (seqno, event_id) = applied_summary(&inner.last_rows);
         let (dropped, barriers, _, window_waits) = inner.totals;
+        let skipped = inner
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.skipped.lock().expect("observer").clone())
+            .unwrap_or_else(|| inner.skipped.clone());
         let mut status = StatusSnapshot {
             service_name: self.config.service.name.clone(),
             role: self.config.service.role,
@@ -892,9 +914,10 @@ impl Service {
             window_wait_count: window_waits,
             dropped_count: dropped,
             // The DBA's skips as recorded in the catalog (each counted
-            // once, however often a restarted run passes it again).
-            skipped_count: inner.skipped.len() as u64,
-            skipped_seqnos: super::skip_ranges(&inner.skipped),
+            // once, however often a restarted run passes it again): the
+            // running run's once it has recorded its own.
+            skipped_count: skipped.len() as u64,
+            skipped_seqnos: super::skip_ranges(&skipped),
             open_temp_tables: 0,
             parallelism: self.config.apply.parallelism,
             row: inner.row_totals.clone(),
@@ -1241,9 +1264,18 @@ impl Service {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| failed(format!("removing the queue {}: {e}", dir.display())))?;
         }
+        tracing::info!(
+            seqno = %result.seqno.map_or_else(|| "-".to_string(), |s| s.to_string()),
+            position = %format!("{}:{}", result.point.file, result.point.pos),
+            gtid_pos = result.point.gtid_pos.as_deref().unwrap_or(""),
+            use_gtid = result.use_gtid,
+            started = start_slave,
+            "handed back to native replication"
+        );
         inner.last_rows.clear();
         inner.last_stored = (None, None);
         inner.skipped.clear();
+        inner.handed_back = Some(result.clone());
         if state == State::OfflineError {
             // Handed back at a consistent position: the error is dealt with.
             let _ = inner.machine.apply(Event::Offline);
@@ -1317,6 +1349,7 @@ impl Service {
         inner.skipped.clear();
         inner.unclean = None;
         inner.takeover_used_gtid = None;
+        inner.handed_back = None;
         if state == State::OfflineError {
             let _ = inner.machine.apply(Event::Offline);
         }
@@ -1443,60 +1476,6 @@ fn handback_position(
     };
     let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
-}
-
-/// What the DBA can do about `error`, appended to `pendingError`: every
-/// OFFLINE:ERROR names a supported way out.
-fn way_out(error: &RunError, rows: &[RestartRow], name: &str) -> String {
-    use crate::scheduler::SchedulerError;
-    let reset = format!(
-        "`shardrepctl reset --confirm {name}` removes the queue, the restart rows and the \
-         recorded skips, so that the service can start again with a fresh takeover or at \
-         source.start"
-    );
-    match error {
-        RunError::Extract {
-            code: Some(1236), ..
-        } => format!(
-            ". Way out: the master no longer has the binlog this service needs. Re-seed the \
-             replica from the master, then {reset}"
-        ),
-        RunError::Extract { .. } => match handback_position(rows, name) {
-            Ok((seqno, position, _)) => format!(
-                ". Way out: the source cannot continue here. `shardrepctl handback` hands the \
-                 replica back to native replication at the applied position ({}binlog position \
-                 {position}); or {reset}",
-                seqno.map_or(String::new(), |s| format!("seqno {s}, "))
-            ),
-            Err(_) => format!(". Way out: the source cannot continue here. {reset}"),
-        },
-        RunError::Apply(SchedulerError::Apply(e))
-            if e.message
-                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
-        {
-            // The message says what to do.
-            String::new()
-        }
-        RunError::Apply(SchedulerError::Apply(e))
-            if crate::applier::retry::is_transient_report(e.code, &e.message) =>
-        {
-            ". Way out: the replica did not answer within the retries; when it answers \
-             again, `shardrepctl online` (nothing is lost: the service resumes at the \
-             restart rows)"
-                .to_string()
-        }
-        RunError::Apply(SchedulerError::Apply(e)) => format!(
-            ". Way out: fix the replica, then `shardrepctl online` retries; `shardrepctl online \
-             --skip-seqno {}` if that transaction must never be applied (recorded, never \
-             applied later); or {reset}",
-            e.seqno_number()
-        ),
-        RunError::Apply(SchedulerError::Rejected { seqno, .. }) => format!(
-            ". Way out: map the shard (`shardrepctl shard insert`), then `shardrepctl online`; \
-             or `shardrepctl online --skip-seqno {seqno}` if it must never be applied"
-        ),
-        _ => String::new(),
-    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,11 @@ pub(super) struct CatalogStart {
     /// Every seqno recorded as skipped (the DBA's `--skip-seqno`, this
     /// run's and earlier ones), as ranges.
     pub skip_seqnos: Vec<std::ops::RangeInclusive<u64>>,
+    /// Whether this run created the catalog schema (a first start).
+    pub created: bool,
+    /// Every recorded skip, as the catalog holds it after this run
+    /// recorded its own.
+    pub recorded_skips: Vec<skipped::SkippedSeqno>,
 }
 
 /// Prepares the replica's catalog `catalog` for a run: checks the master
@@ -58,20 +63,27 @@ pub(super) fn prepare_catalog(
         None => None,
     };
     let requested_skips = requested_skips(queue, &options.skip_seqnos)?;
-    let (rows, map, recorded_skips) = runtime.block_on(async {
+    let (rows, map, recorded_skips, created) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
                 RunError::setup_client(
+                    super::error::SetupServer::Replica,
                     format!(
-                        "cannot connect to the replica {}:{}: {e}",
-                        config.replica.host, config.replica.port
+                        "cannot connect to the replica {}:{}: {}",
+                        config.replica.host,
+                        config.replica.port,
+                        crate::mysql::ErrorText(&e)
                     ),
                     &e,
                 )
             })?;
-        first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
+        let existed =
+            first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
+        // A seqno the restart rows record committed is not skipped (it was
+        // applied): neither recorded nor counted.
+        let requested_skips = not_committed(requested_skips, &restart::recover(&rows)?);
         // The DBA's skips are committed before anything is dispatched, and
         // every recorded one is skipped by this and every later run.
         if !requested_skips.is_empty() {
@@ -87,7 +99,7 @@ pub(super) fn prepare_catalog(
             .await
             .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
-        Ok::<_, RunError>((rows, map, recorded))
+        Ok::<_, RunError>((rows, map, recorded, !existed))
     })?;
     let recovery = restart::recover(&rows)?;
     if config.apply.parallelism == Parallelism::Row {
@@ -100,7 +112,33 @@ pub(super) fn prepare_catalog(
         recovery,
         map,
         skip_seqnos: recorded_skip_ranges(&recorded_skips),
+        created,
+        recorded_skips,
     })
+}
+
+/// The skips of `requested` that `recovery` (the restart rows) does not
+/// record committed; each one it does is logged, once, as not skipped.
+pub(super) fn not_committed(
+    requested: Vec<skipped::SkippedSeqno>,
+    recovery: &Recovery,
+) -> Vec<skipped::SkippedSeqno> {
+    let committed = |s: &skipped::SkippedSeqno| {
+        recovery.base().is_some_and(|b| s.seqno <= b) || recovery.committed().contains(s.seqno)
+    };
+    let (applied, skips): (Vec<_>, Vec<_>) = requested.into_iter().partition(committed);
+    if !applied.is_empty() {
+        tracing::info!(
+            seqnos = %applied
+                .iter()
+                .map(|s| s.seqno.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            "--skip-seqno: the restart rows record these seqnos committed on the replica: not \
+             skipped (nothing recorded or counted)"
+        );
+    }
+    skips
 }
 
 /// Refuses an empty queue with committed restart rows: the queue was lost
@@ -263,9 +301,12 @@ fn writeset_reader(config: &Config) -> WritesetReader {
             .build()
             .map_err(|e| format!("cannot start an async runtime: {e}"))?;
         runtime.block_on(async {
-            let mut conn = mysql_async::Conn::new(opts.clone())
-                .await
-                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let mut conn = mysql_async::Conn::new(opts.clone()).await.map_err(|e| {
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                )
+            })?;
             let read = match schema {
                 Some(schema) => writesets.reload_schema(&mut conn, schema).await,
                 None => Writesets::load(&mut conn, None)
@@ -288,9 +329,12 @@ fn foreign_key_reader(config: &Config) -> ForeignKeyReader {
             .build()
             .map_err(|e| format!("cannot start an async runtime: {e}"))?;
         runtime.block_on(async {
-            let mut conn = mysql_async::Conn::new(opts.clone())
-                .await
-                .map_err(|e| format!("cannot connect to the replica: {e}"))?;
+            let mut conn = mysql_async::Conn::new(opts.clone()).await.map_err(|e| {
+                format!(
+                    "cannot connect to the replica: {}",
+                    crate::mysql::ErrorText(&e)
+                )
+            })?;
             let keys = read_foreign_keys(&mut conn)
                 .await
                 .map_err(|e| format!("reading the replica's foreign keys: {e}"));
@@ -316,4 +360,42 @@ pub(super) fn final_restart_rows(
         let _ = conn.disconnect().await;
         Ok::<_, RunError>(rows)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::applier::skipped::SkippedSeqno;
+    use crate::position::Seqno;
+
+    fn skips(seqnos: &[u64]) -> Vec<SkippedSeqno> {
+        seqnos
+            .iter()
+            .map(|&n| SkippedSeqno {
+                seqno: Seqno(n),
+                event_id: String::new(),
+                shard_id: String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_skip_of_a_committed_seqno_is_dropped() {
+        // Every seqno up to 4 done; 6 and 8-9 committed above it (5 and
+        // 7 failed or not applied yet).
+        let recovery = Recovery::Exact {
+            base: Some(Seqno(4)),
+            committed: "6,8-9".parse().unwrap(),
+        };
+        let kept: Vec<u64> = not_committed(skips(&[3, 5, 6, 7, 8, 10]), &recovery)
+            .iter()
+            .map(|s| s.seqno.get())
+            .collect();
+        assert_eq!(kept, [5, 7, 10]);
+        let nothing = Recovery::Exact {
+            base: None,
+            committed: "".parse().unwrap(),
+        };
+        assert_eq!(not_committed(skips(&[0, 1]), &nothing).len(), 2);
+    }
 }

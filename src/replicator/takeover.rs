@@ -79,10 +79,27 @@ async fn take_over(config: &Config) -> Result<crate::replica::TakeoverPoint, Run
     let facts = crate::replica::check_master(&mut master)
         .await
         .map_err(setup)?;
+    tracing::info!(
+        master = %facts.endpoint,
+        server_id = facts.server_id,
+        row_image = %facts.row_image,
+        binlog_checksum = %facts.binlog_checksum,
+        gtid_domain_id = facts.gtid_domain_id,
+        oldest_binlog = facts.oldest_binlog(),
+        "source master checked"
+    );
     let mut replica = connect_replica_for_native(config).await.map_err(setup)?;
-    crate::replica::check_replica(&mut replica, &facts)
+    let replica_facts = crate::replica::check_replica(&mut replica, &facts)
         .await
         .map_err(setup)?;
+    tracing::info!(
+        replica = %replica_facts.endpoint,
+        server_id = replica_facts.server_id,
+        read_only = replica_facts.read_only,
+        master = %replica_facts.slave.master(),
+        using_gtid = %replica_facts.slave.using_gtid,
+        "replica checked"
+    );
     let others = crate::replica::other_services(&mut replica, &config.catalog_schema())
         .await
         .map_err(setup)?;

@@ -85,13 +85,12 @@ pub fn hash_channel(shard: &str, channels: u16) -> u16 {
 #[derive(Debug, thiserror::Error)]
 pub enum ShardListError {
     /// The file could not be read.
-    #[error("{}: cannot read shard list", file.display())]
+    #[error("{}: cannot read shard list: {cause}", file.display())]
     Read {
         /// The file.
         file: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The channel count is 0.
     #[error("channel count must be at least 1")]
@@ -167,7 +166,7 @@ impl ChannelAssignment {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ShardListError::Read {
             file: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         ChannelAssignment::parse(&text, channels, &path.display().to_string())
     }

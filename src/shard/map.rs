@@ -224,13 +224,12 @@ pub fn check_service_name(name: &str) -> Result<(), String> {
 #[derive(Debug, thiserror::Error)]
 pub enum ShardMapError {
     /// The file could not be read.
-    #[error("{}: cannot read shard map", file.display())]
+    #[error("{}: cannot read shard map: {cause}", file.display())]
     Read {
         /// The file.
         file: PathBuf,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The text has bad lines; nothing was loaded or changed. Displays as
     /// `ORIGIN: invalid shard map:` followed by one `\n  line N: message`
@@ -289,7 +288,7 @@ impl ShardMap {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ShardMapError::Read {
             file: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         ShardMap::parse(&text, &path.display().to_string())
     }

@@ -20,13 +20,15 @@ use crate::shard::map::{Master, ShardEntry, ShardMap};
 #[derive(Debug, thiserror::Error)]
 pub enum ShardStoreError {
     /// The replica refused a statement.
-    #[error("shard map table {catalog}.{SHARD_MAP_TABLE}: {source}")]
+    #[error(
+        "shard map table {catalog}.{SHARD_MAP_TABLE}: {}",
+        crate::mysql::ErrorText(cause)
+    )]
     Sql {
         /// Catalog schema.
         catalog: String,
         /// The error.
-        #[source]
-        source: mysql_async::Error,
+        cause: mysql_async::Error,
     },
     /// A stored row is not a valid shard map entry.
     #[error("shard map table {catalog}.{SHARD_MAP_TABLE}: shard {shard_id:?}: {message}")]
@@ -54,7 +56,7 @@ pub async fn load_or_init(
 ) -> Result<ShardMap, ShardStoreError> {
     let sql_err = |source| ShardStoreError::Sql {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     let existed: Option<i64> = conn
         .exec_first(TABLE_EXISTS, (catalog, SHARD_MAP_TABLE))
@@ -84,7 +86,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<ShardMap, ShardStore
         .await
         .map_err(|source| ShardStoreError::Sql {
             catalog: catalog.to_string(),
-            source,
+            cause: source,
         })?;
     let mut map = ShardMap::new();
     for (shard_id, master, critical) in rows {
@@ -107,7 +109,7 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<ShardMap, ShardStore
 pub async fn save(conn: &mut Conn, catalog: &str, map: &ShardMap) -> Result<(), ShardStoreError> {
     let sql_err = |source| ShardStoreError::Sql {
         catalog: catalog.to_string(),
-        source,
+        cause: source,
     };
     conn.query_drop("SET SESSION sql_log_bin = 0; START TRANSACTION")
         .await

@@ -39,7 +39,8 @@ pub fn tempdir(label: &str) -> PathBuf {
 
 /// One service under test: the master's binlog from `start` applied to
 /// [`TARGET`], with a shard map listing `schemas` (mastered by the
-/// service; those in `critical` critical) and dropping unknown shards.
+/// service; those in `critical` critical) and dropping unknown shards
+/// (unless [`ServiceSpec::unknown_shard_policy`] says otherwise).
 #[derive(Clone, Debug)]
 pub struct ServiceSpec {
     /// Service name (catalog `shardrep_<service>` on the replica).
@@ -77,6 +78,11 @@ pub struct ServiceSpec {
     pub compound_blocks: bool,
     /// More sections appended to the configuration (e.g. `[metrics]`).
     pub extra_toml: String,
+    /// `[shard_filter] unknown_shard_policy` (default `"drop"`).
+    pub unknown_shard_policy: &'static str,
+    /// Environment variables set for the spawned `shardrep` (e.g.
+    /// `SHARDREP_LOG_FORMAT`), besides `SHARDREP_LOG=info`.
+    pub env: Vec<(String, String)>,
 }
 
 impl ServiceSpec {
@@ -104,6 +110,8 @@ impl ServiceSpec {
             replica_user: None,
             compound_blocks: true,
             extra_toml: String::new(),
+            unknown_shard_policy: "drop",
+            env: Vec::new(),
         }
     }
 
@@ -155,7 +163,7 @@ retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
 [shard_filter]
 map_file = "{map}"
-unknown_shard_policy = "drop"
+unknown_shard_policy = "{unknown_shard_policy}"
 [control]
 socket = "{socket}"
 {extra}
@@ -180,6 +188,7 @@ socket = "{socket}"
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),
+            unknown_shard_policy = self.unknown_shard_policy,
             socket = self.dir.join("control.sock").display(),
             replica_socket = if self.replica_socket {
                 format!(
@@ -241,8 +250,8 @@ socket = "{socket}"
     }
 
     /// Starts the real `shardrep run --config <dir>/shardrep.toml` with
-    /// `args` (e.g. `--offline`), its stderr appended to
-    /// `dir/shardrep.log`.
+    /// `args` (e.g. `--offline`) and [`Self::env`], its stderr appended to
+    /// `dir/shardrep.log` and its stdout to `dir/shardrep.out`.
     pub fn spawn_with(&self, sb: &Sandbox, args: &[&str]) -> ShardrepProcess {
         let config = self.write_config(sb);
         let log_path = self.dir.join("shardrep.log");
@@ -253,15 +262,23 @@ socket = "{socket}"
             .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardrep"));
         command.arg("run").arg("--config").arg(&config).args(args);
+        let out_path = self.dir.join("shardrep.out");
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path)
+            .unwrap();
         let child = command
             .env("SHARDREP_LOG", "info")
-            .stdout(Stdio::null())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(out)
             .stderr(log)
             .spawn()
             .expect("start shardrep");
         ShardrepProcess {
             child,
             log: log_path,
+            out: out_path,
         }
     }
 
@@ -308,6 +325,8 @@ pub struct ShardrepProcess {
     pub child: Child,
     /// Its log file.
     pub log: PathBuf,
+    /// Its stdout (the summary line of a run that ends).
+    pub out: PathBuf,
 }
 
 /// A process still running when its handle goes (a failed test) is
@@ -352,6 +371,11 @@ impl ShardrepProcess {
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// What it wrote to stdout so far.
+    pub fn out_text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
     }
 }
 

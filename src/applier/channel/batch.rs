@@ -423,7 +423,10 @@ impl Channel {
             if let Err(e) = outcome {
                 // This also rolls the open transaction back.
                 if let Err(reconnect) = self.reconnect().await {
-                    tracing::warn!(error = %reconnect, "reconnect after a batch error failed");
+                    tracing::warn!(
+                        error = %crate::mysql::ErrorText(&reconnect),
+                        "reconnect after a batch error failed"
+                    );
                 }
                 // The server stopped at the statement after the last reply.
                 let check = checks

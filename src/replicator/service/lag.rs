@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
+use crate::mysql::ErrorText;
 use crate::position::{BinlogPosition, GtidPos};
 
 /// How often the master is looked at.
@@ -188,7 +189,7 @@ async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String),
     let rows: Vec<mysql_async::Row> = conn
         .query("SHOW BINARY LOGS")
         .await
-        .map_err(|e| format!("SHOW BINARY LOGS: {e}"))?;
+        .map_err(|e| format!("SHOW BINARY LOGS: {}", ErrorText(&e)))?;
     let files = rows
         .into_iter()
         .filter_map(|row| {
@@ -200,7 +201,7 @@ async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String),
     let gtid: Option<String> = conn
         .query_first("SELECT @@gtid_binlog_pos")
         .await
-        .map_err(|e| format!("SELECT @@gtid_binlog_pos: {e}"))?;
+        .map_err(|e| format!("SELECT @@gtid_binlog_pos: {}", ErrorText(&e)))?;
     Ok((files, gtid.unwrap_or_default()))
 }
 
@@ -234,15 +235,20 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                 };
                 if last_look.is_none_or(|t| t.elapsed() >= LAG_INTERVAL) {
                     last_look = Some(Instant::now());
+                    // Err((message, connected)): a refused connection is
+                    // the extractor's to report; a refused query (the
+                    // privilege) is this thread's.
                     let looked = runtime.block_on(async {
                         if conn.is_none() {
                             conn = Some(
                                 mysql_async::Conn::new(master.clone())
                                     .await
-                                    .map_err(|e| format!("connect: {e}"))?,
+                                    .map_err(|e| (format!("connect: {}", ErrorText(&e)), false))?,
                             );
                         }
-                        look(conn.as_mut().expect("connected")).await
+                        look(conn.as_mut().expect("connected"))
+                            .await
+                            .map_err(|e| (e, true))
                     });
                     match looked {
                         Ok(seen) => {
@@ -252,9 +258,9 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                             }
                             master_seen = Some(seen);
                         }
-                        Err(e) => {
+                        Err((e, connected)) => {
                             conn = None;
-                            if !failing {
+                            if connected && !failing {
                                 tracing::warn!(
                                     error = %e,
                                     "cannot read the master's binlog end: status and metrics \
@@ -263,6 +269,8 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                                      CLIENT)"
                                 );
                                 failing = true;
+                            } else if !connected {
+                                tracing::debug!(error = %e, "lag: cannot reach the master");
                             }
                             master_seen = None;
                         }

@@ -197,6 +197,17 @@ pub struct ShardSnapshot {
     pub serialized_reason: Option<String>,
 }
 
+/// Why the last run ended on an error (`shardrep run --until-idle`
+/// prints it): the error's message and what to do about it
+/// (`None` when the message says; the same text ends `pendingError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFailure {
+    /// The run's error.
+    pub message: String,
+    /// What the DBA can do next.
+    pub way_out: Option<String>,
+}
+
 /// What a handback did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandedBack {

@@ -44,6 +44,36 @@ fn handback_position_from_the_rows() {
     assert!(empty.contains("no restart position"));
 }
 
+/// A service `sjc` configured from `conf/sjc.toml`, queue `/tmp/q`.
+fn config() -> Config {
+    Config::from_toml_str(
+        r#"
+[service]
+name = "sjc"
+[source]
+kind = "live"
+host = "127.0.0.1"
+user = "shardrep"
+password = "source-pass-1"
+server_id = 4242
+[replica]
+host = "127.0.0.1"
+user = "shardrep"
+password = "replica-pass-2"
+[queue]
+dir = "/tmp/q"
+[control]
+socket = "/tmp/c.sock"
+"#,
+        "conf/sjc.toml",
+    )
+    .unwrap()
+}
+
+fn text(error: &RunError, rows: &[RestartRow]) -> String {
+    way_out::way_out(error, rows, &config()).unwrap_or_default()
+}
+
 #[test]
 fn every_error_of_the_source_names_a_way_out() {
     let at = "mariadb-bin.000002:610";
@@ -52,30 +82,155 @@ fn every_error_of_the_source_names_a_way_out() {
         message: "binlog purged".into(),
         code: Some(1236),
     };
-    let text = way_out(&purged, &rows, "sjc");
+    let t = text(&purged, &rows);
     assert!(
-        text.contains(
-            "Re-seed the replica from the master, then `shardrepctl reset --confirm sjc`"
-        ),
-        "{text}"
+        t.contains("Re-seed the replica from the master, then `shardrepctl reset --confirm sjc`"),
+        "{t}"
     );
-    assert!(!text.contains("handback"), "{text}");
+    assert!(!t.contains("handback"), "{t}");
     let other = RunError::Extract {
         message: "XA PREPARE".into(),
         code: None,
     };
-    let text = way_out(&other, &rows, "sjc");
+    let t = text(&other, &rows);
     assert!(
-        text.contains(
+        t.contains(
             "`shardrepctl handback` hands the replica back to native replication at the \
              applied position (seqno 9, binlog position mariadb-bin.000002:610)"
         ),
-        "{text}"
+        "{t}"
     );
     let uneven = [row(0, Some(8), at), row(1, Some(9), at)];
-    let text = way_out(&other, &uneven, "sjc");
-    assert!(!text.contains("handback"), "{text}");
-    assert!(text.contains("`shardrepctl reset --confirm sjc`"), "{text}");
+    let t = text(&other, &uneven);
+    assert!(!t.contains("handback"), "{t}");
+    assert!(t.contains("`shardrepctl reset --confirm sjc`"), "{t}");
+    let refused = RunError::Extract {
+        message: "server error 1045".into(),
+        code: Some(1045),
+    };
+    assert_eq!(
+        text(&refused, &rows),
+        "the master refused shardrep's user or a privilege (REPLICATION SLAVE, BINLOG \
+         MONITOR): fix `user` and the password of [source] in conf/sjc.toml, or the user's \
+         grants on the master, then start shardrep again (it reads conf/sjc.toml only at \
+         start)"
+    );
+}
+
+#[test]
+fn a_refused_login_names_the_section_and_the_file() {
+    use crate::replicator::SetupServer;
+    let refused = |server| RunError::Setup {
+        message: "cannot connect".into(),
+        code: Some(1045),
+        server: Some(server),
+    };
+    assert_eq!(
+        text(&refused(SetupServer::Replica), &[]),
+        "the replica refused shardrep's user or a privilege: fix `user` and the password \
+         (`password`, `password_file` or `password_env`) of [replica] in conf/sjc.toml, or \
+         the user's grants there, then start shardrep again (it reads conf/sjc.toml only at \
+         start)"
+    );
+    assert!(text(&refused(SetupServer::Master), &[]).starts_with(
+        "the master refused shardrep's user or a privilege: fix `user` and the password \
+         (`password`, `password_file` or `password_env`) of [source] in conf/sjc.toml"
+    ));
+    let down = RunError::Setup {
+        message: "cannot connect".into(),
+        code: None,
+        server: Some(SetupServer::Replica),
+    };
+    assert_eq!(
+        text(&down, &[]),
+        "start the replica, then `shardrepctl online` retries; or fix its address ([replica] \
+         in conf/sjc.toml), then start shardrep again (it reads conf/sjc.toml only at start)"
+    );
+    assert_eq!(
+        text(&RunError::setup("takeover: the replica has no master"), &[]),
+        "fix what the message names, then `shardrepctl online` retries (a change to \
+         conf/sjc.toml takes a restart of shardrep: it reads conf/sjc.toml only at start)"
+    );
+}
+
+#[test]
+fn a_rejected_shard_names_the_shard_insert_line() {
+    let rejected = |rule, shard: &str| {
+        RunError::Apply(crate::scheduler::SchedulerError::Rejected {
+            seqno: Seqno(11),
+            shard: shard.into(),
+            event_id: "mariadb-bin.000002:610".parse().unwrap(),
+            message: format!("rejected transaction from unknown shard: seqno=11 shard={shard}"),
+            rule,
+        })
+    };
+    use crate::shard::filter::Rule;
+    assert_eq!(
+        text(&rejected(Rule::UnknownShard, "mystery"), &[]),
+        "admit the shard with `printf '%s\\n' 'shard_id master critical' 'mystery sjc false' \
+         | shardrepctl shard insert`, then `shardrepctl online`; or `shardrepctl online \
+         --skip-seqno 11` if this transaction must never be applied"
+    );
+    // A quote in a name stays one shell word.
+    assert!(text(&rejected(Rule::UnknownShard, "it's"), &[])
+        .contains(r"'it'\''s sjc false' | shardrepctl shard insert"));
+    assert_eq!(
+        text(&rejected(Rule::NotHome, "acme"), &[]),
+        "if the shard map is wrong about shard acme (its master, `shardrepctl shard list`), \
+         correct its row with `printf '%s\\n' 'shard_id master critical' 'acme sjc false' | \
+         shardrepctl shard update`, then `shardrepctl online`; or `shardrepctl online \
+         --skip-seqno 11` if this transaction must never be applied here"
+    );
+}
+
+#[test]
+fn every_other_error_says_what_to_do() {
+    use crate::scheduler::SchedulerError;
+    let some = |e: RunError| way_out::way_out(&e, &[], &config());
+    assert!(some(RunError::QueueRead {
+        seqno: 3,
+        message: "corrupt".into()
+    })
+    .unwrap()
+    .starts_with(
+        "the queue cannot give this transaction back: restore the queue directory /tmp/q"
+    ));
+    assert_eq!(
+        some(RunError::Apply(SchedulerError::ChannelGone(
+            ChannelId::recorded(2)
+        ))),
+        Some(
+            "a channel's thread ended unexpectedly (a fault of shardrep: report it with the \
+             log); `shardrepctl online` resumes at the restart rows"
+                .into()
+        )
+    );
+    assert_eq!(
+        some(RunError::Apply(SchedulerError::Routing {
+            seqno: Seqno(5),
+            message: "lost".into()
+        })),
+        Some(
+            "fix the replica (its foreign keys could not be read after seqno 5), then \
+             `shardrepctl online`: routing resumes with the keys read again"
+                .into()
+        )
+    );
+    // The message says what to do: nothing is added.
+    assert_eq!(some(RunError::NativeReplication("stop it".into())), None);
+    let queue = |e| some(RunError::Queue(e));
+    assert!(queue(crate::queue::QueueError::Locked {
+        dir: "/tmp/q".into(),
+        holder: None
+    })
+    .is_none());
+    assert!(queue(crate::queue::QueueError::Full {
+        dir: "/tmp/q".into(),
+        size_bytes: 10,
+        max_size_bytes: 5
+    })
+    .unwrap()
+    .contains("`max_size_bytes` of [queue] in conf/sjc.toml"));
 }
 
 fn apply_error(code: u16, message: &str) -> RunError {
@@ -106,22 +261,33 @@ fn a_transient_error_never_advises_a_skip() {
         (0, "Input/output error: Connection refused (os error 111)"),
         (0, "Connection to the server is closed"),
     ] {
-        let text = way_out(&apply_error(code, message), &rows, "sjc");
+        let t = text(&apply_error(code, message), &rows);
         assert_eq!(
-            text,
-            ". Way out: the replica did not answer within the retries; when it answers \
-             again, `shardrepctl online` (nothing is lost: the service resumes at the \
-             restart rows)",
+            t,
+            "the replica did not answer within the retries; when it answers again, \
+             `shardrepctl online` (nothing is lost: the service resumes at the restart rows)",
             "{code} {message}"
         );
-        assert!(!text.contains("skip"), "{text}");
+        assert!(!t.contains("skip"), "{t}");
     }
-    let text = way_out(&apply_error(1062, "Duplicate entry"), &rows, "sjc");
-    assert!(
-        text.contains("`shardrepctl online --skip-seqno 7`"),
-        "{text}"
+    let t = text(&apply_error(1062, "Duplicate entry"), &rows);
+    assert!(t.contains("`shardrepctl online --skip-seqno 7`"), "{t}");
+    // An error that names no transaction (a channel's connection) never
+    // advises skipping seqno 0.
+    let mut e = apply_error(1146, "Table 'shardrep_sjc.restart_position' doesn't exist");
+    if let RunError::Apply(crate::scheduler::SchedulerError::Apply(a)) = &mut e {
+        a.seqno = None;
+        a.event_id = None;
+    }
+    assert_eq!(
+        text(&e, &rows),
+        "fix the replica (the error above names no transaction), then `shardrepctl online` \
+         retries"
     );
     let message =
         crate::applier::ddl_replay::unsafe_replay_message(7, at, "RENAME TABLE a TO b", false);
-    assert_eq!(way_out(&apply_error(0, &message), &rows, "sjc"), "");
+    assert_eq!(
+        way_out::way_out(&apply_error(0, &message), &rows, &config()),
+        None
+    );
 }

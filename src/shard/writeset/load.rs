@@ -19,15 +19,17 @@ pub const SYSTEM_SCHEMAS: [&str; 4] = ["information_schema", "performance_schema
 #[derive(Debug, thiserror::Error)]
 pub enum WritesetError {
     /// A query on `information_schema` failed.
-    #[error("reading {what} of {scope} from the replica's information_schema: {source}")]
+    #[error(
+        "reading {what} of {scope} from the replica's information_schema: {}",
+        crate::mysql::ErrorText(cause)
+    )]
     Query {
         /// What was read: `columns`, `unique keys`, `triggers`, `foreign keys`.
         what: &'static str,
         /// Which schemas: `schema \`s\`` or `every non-system schema`.
         scope: String,
         /// The server's or the connection's error.
-        #[source]
-        source: mysql_async::Error,
+        cause: mysql_async::Error,
     },
 }
 
@@ -67,7 +69,7 @@ impl Scope<'_> {
         move |source| WritesetError::Query {
             what,
             scope,
-            source,
+            cause: source,
         }
     }
 }
@@ -197,7 +199,7 @@ pub(super) async fn read_references(
         .map_err(|source| WritesetError::Query {
             what: "foreign keys",
             scope: "the server".to_owned(),
-            source,
+            cause: source,
         })?;
     Ok(rows
         .into_iter()

@@ -1,0 +1,225 @@
+//! What the DBA can do about the error of an `OFFLINE:ERROR`: a sentence
+//! naming the commands (`shardrepctl online`, `online --skip-seqno N`, the
+//! `shard insert` line that admits a shard, `handback`, `reset`) or the
+//! configuration keys to fix. The service appends it to `pendingError`
+//! (`. Way out: …`), logs it with the error (`next`), and `shardrep run
+//! --until-idle` prints it as its `hint:`.
+//!
+//! Every [`RunError`] is decided here, variant by variant (no catch-all):
+//! a new error has to say what to do. `None` means that the error's own
+//! message already ends with what to do (a lost queue, native replication
+//! running, a restart row to restore, ...).
+
+use super::handback_position;
+use crate::applier::restart::{RestartError, RestartRow};
+use crate::config::Config;
+use crate::mysql::error_codes::{
+    CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, ER_ACCESS_DENIED_ERROR,
+    ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR,
+    ER_TABLEACCESS_DENIED_ERROR,
+};
+use crate::queue::QueueError;
+use crate::replicator::RunError;
+use crate::scheduler::SchedulerError;
+use crate::shard::filter::Rule;
+
+/// What the DBA can do about `error`, the error of a run of the service
+/// configured by `config` whose restart rows are `rows` (as the failed
+/// run left them); `None` when the error's message says it.
+pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) -> Option<String> {
+    let name = &config.service.name;
+    let file = config.origin.display();
+    let reset = format!(
+        "`shardrepctl reset --confirm {name}` removes the queue, the restart rows and the \
+         recorded skips, so that the service can start again with a fresh takeover or at \
+         source.start"
+    );
+    let online = "`shardrepctl online`";
+    let restart_needed = format!("it reads {file} only at start");
+    match error {
+        RunError::Setup { code, server, .. } => Some(match (code, server) {
+            (Some(code), Some(server)) if is_access_denied(*code) => format!(
+                "{} refused shardrep's user or a privilege: fix `user` and the password \
+                 (`password`, `password_file` or `password_env`) of [{}] in {file}, or the \
+                 user's grants there, then start shardrep again ({restart_needed})",
+                server.name(),
+                server.section()
+            ),
+            (None | Some(CR_CONNECTION_ERROR | CR_CONN_HOST_ERROR), Some(server)) => format!(
+                "start {}, then {online} retries; or fix its address ([{}] in {file}), then \
+                 start shardrep again ({restart_needed})",
+                server.name(),
+                server.section()
+            ),
+            (_, _) => format!(
+                "fix what the message names, then {online} retries (a change to {file} takes \
+                 a restart of shardrep: {restart_needed})"
+            ),
+        }),
+        RunError::Extract {
+            code: Some(1236), ..
+        } => Some(format!(
+            "the master no longer has the binlog this service needs. Re-seed the replica \
+             from the master, then {reset}"
+        )),
+        RunError::Extract {
+            code: Some(code), ..
+        } if is_access_denied(*code) => Some(format!(
+            "the master refused shardrep's user or a privilege (REPLICATION SLAVE, BINLOG \
+             MONITOR): fix `user` and the password of [source] in {file}, or the user's \
+             grants on the master, then start shardrep again ({restart_needed})"
+        )),
+        RunError::Extract { .. } => Some(match handback_position(rows, name) {
+            Ok((seqno, position, _)) => format!(
+                "the source cannot continue here. `shardrepctl handback` hands the replica \
+                 back to native replication at the applied position ({}binlog position \
+                 {position}); or {reset}",
+                seqno.map_or(String::new(), |s| format!("seqno {s}, "))
+            ),
+            Err(_) => format!("the source cannot continue here. {reset}"),
+        }),
+        RunError::Apply(SchedulerError::Apply(e))
+            if e.message
+                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
+        {
+            None
+        }
+        RunError::Apply(SchedulerError::Apply(e))
+            if crate::applier::retry::is_transient_report(e.code, &e.message) =>
+        {
+            Some(format!(
+                "the replica did not answer within the retries; when it answers again, \
+                 {online} (nothing is lost: the service resumes at the restart rows)"
+            ))
+        }
+        RunError::Apply(SchedulerError::Apply(e)) if is_access_denied(e.code) => Some(format!(
+            "the replica refused shardrep's user or a privilege: fix `user` and the password \
+             of [replica] in {file}, or the user's grants on the replica, then start shardrep \
+             again ({restart_needed})"
+        )),
+        RunError::Apply(SchedulerError::Apply(e)) if e.seqno.is_none() => Some(format!(
+            "fix the replica (the error above names no transaction), then {online} retries"
+        )),
+        RunError::Apply(SchedulerError::Apply(e)) => Some(format!(
+            "fix the replica, then {online} retries; `shardrepctl online --skip-seqno {}` if \
+             that transaction must never be applied (recorded, never applied later); or \
+             {reset}",
+            e.seqno_number()
+        )),
+        RunError::Apply(SchedulerError::Rejected {
+            seqno, shard, rule, ..
+        }) => Some(match rule {
+            Rule::UnknownShard => format!(
+                "admit the shard with `{}`, then {online}; or `shardrepctl online \
+                 --skip-seqno {seqno}` if this transaction must never be applied",
+                shard_rows_command("insert", shard, name)
+            ),
+            _ => format!(
+                "if the shard map is wrong about shard {shard} (its master, `shardrepctl shard \
+                 list`), correct its row with `{}`, then {online}; or `shardrepctl online \
+                 --skip-seqno {seqno}` if this transaction must never be applied here",
+                shard_rows_command("update", shard, name)
+            ),
+        }),
+        RunError::Apply(SchedulerError::Queue(_)) | RunError::QueueRead { .. } => Some(format!(
+            "the queue cannot give this transaction back: restore the queue directory {} \
+             from a copy taken while the service was stopped, then {online}; or re-seed the \
+             replica from the master, then {reset}",
+            config.queue.dir.display()
+        )),
+        RunError::Apply(SchedulerError::Routing { seqno, .. }) => Some(format!(
+            "fix the replica (its foreign keys could not be read after seqno {seqno}), then \
+             {online}: routing resumes with the keys read again"
+        )),
+        RunError::Apply(SchedulerError::RowMismatch { .. }) => None,
+        RunError::Apply(SchedulerError::ChannelGone(_)) => Some(format!(
+            "a channel's thread ended unexpectedly (a fault of shardrep: report it with the \
+             log); {online} resumes at the restart rows"
+        )),
+        RunError::Queue(e) => queue_way_out(e, config, &reset),
+        RunError::Restart(e) => match e {
+            RestartError::Sql { .. } => Some(format!(
+                "fix the replica (the error above), then {online} retries"
+            )),
+            RestartError::Malformed { .. } | RestartError::BadSeqno { .. } => Some(format!(
+                "restore the row (its value as the channel wrote it), then {online}; or \
+                 re-seed the replica from the master, then {reset}"
+            )),
+            RestartError::ChannelCountChange { .. }
+            | RestartError::CommittedAboveSeqno { .. }
+            | RestartError::LegacyRows { .. }
+            | RestartError::ChannelNumbers { .. } => None,
+        },
+        RunError::NativeReplication(_) => None,
+    }
+}
+
+/// Login refused, or a privilege missing.
+fn is_access_denied(code: u16) -> bool {
+    matches!(
+        code,
+        ER_ACCESS_DENIED_ERROR
+            | ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+            | ER_DBACCESS_DENIED_ERROR
+            | ER_SPECIFIC_ACCESS_DENIED_ERROR
+            | ER_TABLEACCESS_DENIED_ERROR
+    )
+}
+
+/// The way out of a queue error.
+fn queue_way_out(e: &QueueError, config: &Config, reset: &str) -> Option<String> {
+    let dir = config.queue.dir.display();
+    let file = config.origin.display();
+    match e {
+        // The message says: another process holds the lock.
+        QueueError::Locked { .. } => None,
+        QueueError::InvalidOptions { .. } => Some(format!(
+            "fix [queue] in {file}, then start shardrep again (it reads its configuration at \
+             start)"
+        )),
+        QueueError::Io { .. }
+        | QueueError::SegmentIo { .. }
+        | QueueError::Storage { .. }
+        | QueueError::Layout { .. }
+        | QueueError::Failed { .. } => Some(format!(
+            "fix what the message names in the queue directory {dir} (free space, \
+             permissions, the file system), then `shardrepctl online` retries"
+        )),
+        QueueError::Full { .. } => Some(format!(
+            "the queue makes room as the channels apply; if they cannot, give it more room \
+             (`max_size_bytes` of [queue] in {file}, then start shardrep again) and \
+             `shardrepctl online`"
+        )),
+        QueueError::Corrupt { .. }
+        | QueueError::SegmentCorrupt { .. }
+        | QueueError::UnsupportedFormat { .. }
+        | QueueError::OutOfOrder { .. }
+        | QueueError::ProgressMismatch { .. }
+        | QueueError::Purged { .. } => Some(format!(
+            "the queue in {dir} cannot be read as it is: restore it from a copy taken while \
+             the service was stopped, then `shardrepctl online`; or re-seed the replica from \
+             the master, then {reset}"
+        )),
+        QueueError::Encode { .. } | QueueError::Closed { .. } | QueueError::ReadOnly { .. } => {
+            Some(
+                "a fault of shardrep (report it with the log); `shardrepctl online` retries"
+                    .to_string(),
+            )
+        }
+    }
+}
+
+/// The shell line that writes `shard` (mastered by `service`, not
+/// critical) with `shardrepctl shard insert` or `update`: shard.map rows on
+/// stdin, each argument in single quotes.
+fn shard_rows_command(verb: &str, shard: &str, service: &str) -> String {
+    format!(
+        "printf '%s\\n' 'shard_id master critical' {} | shardrepctl shard {verb}",
+        shell_quote(&format!("{shard} {service} false"))
+    )
+}
+
+/// `text` as one shell word: in single quotes, each `'` written `'\''`.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
