@@ -140,7 +140,8 @@ ctl wait --state ONLINE --timeout-secs 120 >/dev/null || { tail -20 "$work/shard
 # line every 2 s otherwise), while this loop times the catch-up exactly
 # and records each status for the ETA figure below.
 echo "--- shardrepctl status --watch"
-ctl status --watch --interval-secs 2 &
+# (the binary itself, not the ctl function: a kill must reach it)
+"$bin/shardrepctl" --config "$work/shardrep.toml" status --watch --interval-secs 2 &
 watch_pid=$!
 trap 'kill $pid $watch_pid 2>/dev/null || true' EXIT
 : > "$work/catchup-status.jsonl"

@@ -453,39 +453,52 @@ fn fails(run: &Run, code: i32, stderr: &str) {
 // ---------------------------------------------------------------------------
 
 const ONLINE_STATUS: &str = "\
-appliedLastEventId      : mariadb-bin.000003:1234
-appliedLastSeqno        : 41
-appliedLatency          : 0.250
-channels                : 8
-dependencyWaitCount     : 0
-droppedCount            : 2
-fallbackCounts          : NONE
-inFlightCount           : 0
-inFlightKeys            : 0
-lastOfflineClean        : false
-maximumStoredSeqNo      : 57
-minimumStoredSeqNo      : 0
-offlineAtSeqno          : NONE
-openTempTables          : 0
-parallelism             : shard
-pendingError            : NONE
-pendingErrorChannel     : NONE
-pendingErrorCode        : NONE
-pendingErrorEventId     : NONE
-pendingErrorSeqno       : NONE
-pendingErrorShard       : NONE
-pendingExceptionMessage : NONE
-relativeLatency         : 1.500
-role                    : applier
-serializationCount      : 3
-serviceName             : sjc
-skippedCount            : 0
-skippedSeqnos           : NONE
-state                   : ONLINE
-timeInStateSeconds      : 3.250
-untilSeqno              : NONE
-uptimeSeconds           : 12.500
-windowWaitCount         : 0
+appliedLastEventId             : mariadb-bin.000003:1234
+appliedLastSeqno               : 41
+appliedLatency                 : 0.250
+applyRateBytesPerSecond        : NONE
+applyRateTransactionsPerSecond : NONE
+blocksCommittedCount           : 0
+bytesBehind                    : NONE
+catchUpEtaSeconds              : NONE
+channels                       : 8
+dependencyWaitCount            : 0
+droppedCount                   : 2
+errorCounts                    : NONE
+fallbackCounts                 : NONE
+inFlightCount                  : 0
+inFlightKeys                   : 0
+lastOfflineClean               : false
+masterBinlogEnd                : NONE
+masterGtidPos                  : NONE
+maximumStoredSeqNo             : 57
+minimumStoredSeqNo             : 0
+offlineAtSeqno                 : NONE
+openTempTables                 : 0
+parallelism                    : shard
+pendingError                   : NONE
+pendingErrorChannel            : NONE
+pendingErrorCode               : NONE
+pendingErrorEventId            : NONE
+pendingErrorSeqno              : NONE
+pendingErrorShard              : NONE
+pendingExceptionMessage        : NONE
+relativeLatency                : 1.500
+retryCount                     : 0
+retryCounts                    : NONE
+role                           : applier
+rowChangesAppliedCount         : 0
+serializationCount             : 3
+serviceName                    : sjc
+skippedCount                   : 0
+skippedSeqnos                  : NONE
+state                          : ONLINE
+timeInStateSeconds             : 3.250
+transactionsAppliedCount       : 0
+transactionsBehind             : NONE
+untilSeqno                     : NONE
+uptimeSeconds                  : 12.500
+windowWaitCount                : 0
 ";
 
 #[test]
@@ -501,7 +514,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 33);
+    assert_eq!(v.as_object().unwrap().len(), 46);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),
@@ -572,14 +585,14 @@ fn status_shows_the_pending_error() {
     let run = svc.ctl(&["status"], None);
     assert_eq!(run.code, 0, "{run:?}");
     for line in [
-        "pendingError            : channel 3: duplicate key applying seqno 42",
-        "pendingErrorChannel     : 3",
-        "pendingErrorCode        : 1062",
-        "pendingErrorEventId     : mariadb-bin.000003:2048",
-        "pendingErrorSeqno       : 42",
-        "pendingErrorShard       : acme",
-        "pendingExceptionMessage : Duplicate entry '7' for key 'PRIMARY' in INSERT INTO acme.t ...",
-        "state                   : OFFLINE:ERROR",
+        "pendingError                   : channel 3: duplicate key applying seqno 42",
+        "pendingErrorChannel            : 3",
+        "pendingErrorCode               : 1062",
+        "pendingErrorEventId            : mariadb-bin.000003:2048",
+        "pendingErrorSeqno              : 42",
+        "pendingErrorShard              : acme",
+        "pendingExceptionMessage        : Duplicate entry '7' for key 'PRIMARY' in INSERT INTO acme.t ...",
+        "state                          : OFFLINE:ERROR",
     ] {
         assert!(
             run.stdout.lines().any(|l| l == line),

@@ -698,18 +698,26 @@ fn run_service(
             .context("start the signal thread")?;
     }
     let service = Service::new(cfg.clone(), until_idle);
-    // Before the control socket: an address in use stops the start here.
-    let metrics = match cfg.metrics.listen {
-        Some(addr) => {
-            let server = shardrep::control::metrics::MetricsServer::start(addr, service.clone())?;
-            tracing::info!(listen = %server.addr(), "metrics: serving GET /metrics");
-            Some(server)
-        }
-        None => None,
-    };
     let handler = Arc::new(ServiceHandler::new(service.clone()));
+    // The control socket first: a second copy of a running service is
+    // refused for that, not for the metrics port the first one holds.
     let server = ControlServer::start(&cfg.control.socket, handler)
         .with_context(|| format!("control socket {}", cfg.control.socket.display()))?;
+    // Before going online: an address in use stops the start here.
+    let metrics = match cfg.metrics.listen {
+        Some(addr) => match shardrep::control::metrics::MetricsServer::start(addr, service.clone())
+        {
+            Ok(metrics) => {
+                tracing::info!(listen = %metrics.addr(), "metrics: serving GET /metrics");
+                Some(metrics)
+            }
+            Err(e) => {
+                server.shutdown();
+                return Err(e.into());
+            }
+        },
+        None => None,
+    };
     if !offline {
         service
             .go_online(skip, None)

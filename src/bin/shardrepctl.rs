@@ -412,7 +412,9 @@ fn watch(
     use std::io::IsTerminal;
     let started = std::time::Instant::now();
     let bar = (std::io::stderr().is_terminal() && !json).then(|| {
-        let bar = indicatif::ProgressBar::new(0);
+        // 0 of 1 until the first bytes behind are known (0 of 0 draws
+        // as 100%).
+        let bar = indicatif::ProgressBar::new(1);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{bar:30.cyan/blue} {percent:>3}% {msg}")
                 .expect("a valid template"),
@@ -428,6 +430,8 @@ fn watch(
         let line = progress::line(&status);
         match &bar {
             Some(bar) => {
+                // The message first: setting the position redraws.
+                bar.set_message(line.clone());
                 if let Some(behind) = status.bytes_behind {
                     let whole = *first_behind.get_or_insert(behind);
                     let whole = whole.max(behind).max(1);
@@ -435,16 +439,21 @@ fn watch(
                     bar.set_length(whole);
                     bar.set_position(whole - behind);
                 }
-                bar.set_message(line.clone());
             }
             None if json => println!("{v}"),
             None => println!("{line}"),
         }
         if status.state == State::OfflineError {
             if let Some(bar) = &bar {
-                bar.abandon();
+                bar.finish_and_clear();
             }
-            return Err(Failure::Request(format!("the service stopped: {line}")));
+            let why = status
+                .pending_error
+                .as_ref()
+                .map_or("-", |e| e.message.as_str());
+            return Err(Failure::Request(format!(
+                "the service is OFFLINE:ERROR: {why}"
+            )));
         }
         if let Some(timeout) = until {
             if progress::caught_up(&status) {

@@ -238,7 +238,8 @@ impl<'a> Builder<'a> {
                         self.problem(
                             "metrics.listen",
                             format!(
-                                "{text:?} is not an address host:port (e.g. \"127.0.0.1:9104\")"
+                                "{text:?} is not a numeric IP address and port (e.g. \
+                                 \"127.0.0.1:9104\"; a host name is not resolved)"
                             ),
                         )
                     })

@@ -629,7 +629,8 @@ fn metrics_listen_is_an_address() {
         problems(parse_with_env(&bad, &[])),
         pairs(&[(
             "metrics.listen",
-            "\"localhost\" is not an address host:port (e.g. \"127.0.0.1:9104\")"
+            "\"localhost\" is not a numeric IP address and port (e.g. \"127.0.0.1:9104\"; a \
+             host name is not resolved)"
         )])
     );
 }

@@ -28,8 +28,8 @@ use crate::replicator::state::State;
 pub enum MetricsError {
     /// The address cannot be listened on (in use, not local, no right).
     #[error(
-        "metrics: cannot listen on {addr} ([metrics] listen): {message}; choose another \
-         address or stop what listens there"
+        "metrics: cannot listen on {addr} ([metrics] listen): {message} (the address must be \
+         one of this host's and the port free)"
     )]
     Listen {
         /// `[metrics] listen`.
@@ -97,23 +97,28 @@ fn answer(request: tiny_http::Request, service: &Service) {
         tiny_http::Header::from_bytes(&b"Content-Type"[..], value.as_bytes())
             .expect("a valid header")
     };
-    let response = match (request.method(), request.url()) {
-        (tiny_http::Method::Get, "/metrics") => match render(service) {
+    // A scrape may add parameters (`params:` of a scrape config).
+    let path = request.url().split('?').next().unwrap_or_default();
+    let plain = content_type("text/plain; charset=utf-8");
+    let response = match (request.method(), path) {
+        (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => match render(service) {
             Ok(text) => tiny_http::Response::from_string(text)
                 .with_header(content_type(prometheus::TEXT_FORMAT)),
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: cannot render");
                 tiny_http::Response::from_string(format!("cannot render the metrics: {e}\n"))
                     .with_status_code(500)
+                    .with_header(plain)
             }
         },
-        (_, "/metrics") => {
-            tiny_http::Response::from_string("only GET /metrics\n").with_status_code(405)
-        }
+        (_, "/metrics") => tiny_http::Response::from_string("only GET /metrics\n")
+            .with_status_code(405)
+            .with_header(plain),
         _ => tiny_http::Response::from_string("shardrep serves its metrics at /metrics\n")
-            .with_status_code(404),
+            .with_status_code(404)
+            .with_header(plain),
     };
-    let _ = request.respond(response.with_header(content_type("text/plain; charset=utf-8")));
+    let _ = request.respond(response);
 }
 
 /// The metrics of `service` now, in the Prometheus text format.
@@ -330,6 +335,9 @@ impl Metrics<'_> {
         counts: Option<&str>,
     ) -> Result<(), prometheus::Error> {
         let c = IntCounterVec::new(Opts::new(name, help), &["code"])?;
+        // Code 0 always, so that the series exists (at 0) before the
+        // first one: `increase()` then sees the first error too.
+        c.with_label_values(&["0"]);
         for pair in counts.into_iter().flat_map(|t| t.split(',')) {
             if let Some((code, n)) = pair.split_once('=') {
                 c.with_label_values(&[code]).inc_by(n.parse().unwrap_or(0));

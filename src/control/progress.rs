@@ -48,6 +48,7 @@ pub fn line(status: &Status) -> String {
                 out.push_str(&format!(" ({t} txns queued)"));
             }
         }
+        None if status.master_binlog_end.is_some() => out.push_str(", applied position unknown"),
         None => out.push_str(", master's end unknown"),
     }
     if let Some(rate) = status.apply_rate_transactions_per_second {

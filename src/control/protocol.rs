@@ -620,8 +620,9 @@ pub struct Status {
     /// `applyRateTransactionsPerSecond`: applied seqnos per second over
     /// the same window.
     pub apply_rate_transactions_per_second: Option<f64>,
-    /// `catchUpEtaSeconds`: `bytesBehind` at that rate; 0 when nothing is
-    /// behind, `null` while nothing was applied in the window.
+    /// `catchUpEtaSeconds`: `bytesBehind` over the rate it closes at (the
+    /// apply rate less the master's writes, same window); 0 when nothing
+    /// is behind, `null` while it does not close.
     pub catch_up_eta_seconds: Option<f64>,
 }
 

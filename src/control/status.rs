@@ -44,11 +44,14 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.retry_count = s.applied.retry_count();
     status.retry_counts = code_counts(s.applied.retries.iter().map(|(c, n)| (u32::from(*c), *n)));
     status.error_counts = code_counts(s.applied.errors.iter().map(|(c, n)| (*c, *n)));
+    // Queued and not applied, from this snapshot's own seqnos.
+    status.transactions_behind = status
+        .maximum_stored_seq_no
+        .map(|stored| stored.saturating_sub(status.applied_last_seqno.unwrap_or(0)));
     if let Some(lag) = s.lag {
         status.master_binlog_end = Some(lag.master_end.to_string());
         status.master_gtid_pos = Some(lag.master_gtid);
         status.bytes_behind = lag.bytes_behind;
-        status.transactions_behind = lag.transactions_behind;
         status.apply_rate_bytes_per_second = lag.rate_bytes_per_second;
         status.apply_rate_transactions_per_second = lag.rate_transactions_per_second;
         status.catch_up_eta_seconds = lag.eta_seconds;

@@ -193,6 +193,8 @@ impl Service {
                             .then(|| s.running_queue_progress())
                             .flatten()
                             .map(|p| p.gtid_position),
+                        idle: s.lock().run.as_ref().and_then(|r| r.hold.idle_mark().get()),
+                        online: status.state == State::Online,
                     }
                 },
                 |s: &Service| &s.lag,

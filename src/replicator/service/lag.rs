@@ -33,6 +33,9 @@ pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 /// The span of samples the apply rate is measured over.
 pub const RATE_WINDOW: Duration = Duration::from_secs(30);
 
+/// The shortest span of samples a rate is given from.
+pub const MIN_RATE_SPAN: Duration = Duration::from_millis(500);
+
 /// The master's end and the service's distance to it, as of `seen`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lag {
@@ -84,6 +87,8 @@ struct Sample {
     at: Instant,
     bytes: Option<u64>,
     seqno: Option<u64>,
+    /// Bytes behind the master's end then.
+    behind: Option<u64>,
 }
 
 /// The samples of the last [`RATE_WINDOW`] and the rates they give.
@@ -104,18 +109,33 @@ impl Rates {
         }
     }
 
-    /// Bytes and seqnos per second between the oldest sample that has
-    /// the value and the newest (at least 1 s apart).
-    fn rates(&self) -> (Option<f64>, Option<f64>) {
+    /// Bytes and seqnos applied per second, and bytes behind closed per
+    /// second (the apply rate less the master's own writes), between the
+    /// oldest sample that has the value and the newest (at least
+    /// [`MIN_RATE_SPAN`] apart).
+    fn rates(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
         let per_second = |value: fn(&Sample) -> Option<u64>| {
             let last = self.samples.back()?;
             let now = value(last)?;
             let first = self.samples.iter().find(|s| value(s).is_some())?;
             let then = value(first)?;
             let secs = last.at.duration_since(first.at).as_secs_f64();
-            (secs >= 1.0).then(|| now.saturating_sub(then) as f64 / secs)
+            (secs >= MIN_RATE_SPAN.as_secs_f64()).then(|| now.saturating_sub(then) as f64 / secs)
         };
-        (per_second(|s| s.bytes), per_second(|s| s.seqno))
+        let closing = (|| {
+            let last = self.samples.back()?;
+            let now = last.behind?;
+            let first = self.samples.iter().find(|s| s.behind.is_some())?;
+            let then = first.behind?;
+            let secs = last.at.duration_since(first.at).as_secs_f64();
+            (secs >= MIN_RATE_SPAN.as_secs_f64()).then(|| (then as f64 - now as f64) / secs)
+        })();
+        (per_second(|s| s.bytes), per_second(|s| s.seqno), closing)
+    }
+
+    /// Forgets every sample (the service stopped applying).
+    fn clear(&mut self) {
+        self.samples.clear();
     }
 }
 
@@ -131,6 +151,11 @@ pub(crate) struct Applied {
     /// The GTID position after the last stored transaction (every
     /// domain), while a run holds the queue.
     pub stored_gtid: Option<GtidPos>,
+    /// Where the source last stood idle and the next seqno then
+    /// ([`crate::extractor::IdleMark`]), while a run applies.
+    pub idle: Option<(BinlogPosition, crate::position::Seqno)>,
+    /// Whether the service is ONLINE (else no rate: nothing is applied).
+    pub online: bool,
 }
 
 /// The lag from the master's `files` and `gtid`, the service's `applied`
@@ -146,12 +171,6 @@ pub(crate) fn measure(
     let master_end = BinlogPosition::new(last.clone(), *size).ok()?;
     let end = absolute(files, &master_end)?;
     let at = applied.position.as_ref().and_then(|p| absolute(files, p));
-    rates.push(Sample {
-        at: now,
-        bytes: at,
-        seqno: applied.seqno,
-    });
-    let (rate_bytes, rate_txns) = rates.rates();
     let transactions_behind = applied
         .stored
         .map(|s| s.saturating_sub(applied.seqno.unwrap_or(0)));
@@ -159,15 +178,34 @@ pub(crate) fn measure(
     // the applied position are events of no transaction (a new binlog
     // file's header after a rotation, a checkpoint), nothing to apply.
     let master_gtid: Option<GtidPos> = gtid.parse().ok();
-    let caught_up = transactions_behind == Some(0)
+    let caught_up_by_gtid = transactions_behind == Some(0)
         && matches!((&applied.stored_gtid, &master_gtid), (Some(stored), Some(master))
             if master.iter().all(|g| stored.contains(g)));
-    let bytes_behind = if caught_up {
+    // The source idle at the master's end with every seqno it numbered
+    // applied (a takeover of a caught-up replica: nothing to apply yet).
+    let handled_next = applied.seqno.map_or(0, |s| s + 1);
+    let caught_up_idle = applied.idle.as_ref().is_some_and(|(pos, next)| {
+        absolute(files, pos).is_some_and(|p| p >= end) && next.get() <= handled_next
+    });
+    let bytes_behind = if caught_up_by_gtid || caught_up_idle {
         Some(0)
     } else {
         at.map(|a| end.saturating_sub(a))
     };
-    let eta = match (bytes_behind, rate_bytes) {
+    if !applied.online {
+        rates.clear();
+    } else {
+        rates.push(Sample {
+            at: now,
+            bytes: at,
+            seqno: applied.seqno,
+            behind: bytes_behind,
+        });
+    }
+    let (rate_bytes, rate_txns, closing) = rates.rates();
+    // The time left at the rate the distance closes (the apply rate less
+    // what the master writes meanwhile); none while it does not close.
+    let eta = match (bytes_behind, closing) {
         (Some(0), _) => Some(0.0),
         (Some(b), Some(r)) if r > 0.0 => Some(b as f64 / r),
         _ => None,
@@ -316,6 +354,8 @@ mod tests {
             seqno: Some(seqno),
             stored: Some(100),
             stored_gtid: None,
+            idle: None,
+            online: true,
         };
         let first = measure(
             &files,
@@ -364,7 +404,10 @@ mod tests {
         let files = vec![("mariadb-bin.000001".to_string(), 10_000)];
         let mut rates = Rates::default();
         let t0 = Instant::now();
-        let mut applied = Applied::default();
+        let mut applied = Applied {
+            online: true,
+            ..Applied::default()
+        };
         // Taking over: no applied position yet.
         measure(&files, String::new(), &applied, &mut rates, t0).unwrap();
         applied.position = Some(pos("mariadb-bin.000001", 1000));
@@ -396,6 +439,8 @@ mod tests {
             seqno: None,
             stored: None,
             stored_gtid: None,
+            idle: None,
+            online: true,
         };
         let lag = measure(
             &files,
@@ -428,6 +473,8 @@ mod tests {
             seqno: Some(41),
             stored: Some(41),
             stored_gtid: Some("0-1-50,1-2-7".parse().unwrap()),
+            idle: None,
+            online: true,
         };
         let now = Instant::now();
         let lag = |applied: &Applied, gtid: &str| {
