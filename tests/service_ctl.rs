@@ -57,6 +57,19 @@ const STATUS_KEYS: &[&str] = &[
     "lastOfflineClean",
     "uptimeSeconds",
     "timeInStateSeconds",
+    "transactionsAppliedCount",
+    "rowChangesAppliedCount",
+    "blocksCommittedCount",
+    "retryCount",
+    "retryCounts",
+    "errorCounts",
+    "masterBinlogEnd",
+    "masterGtidPos",
+    "bytesBehind",
+    "transactionsBehind",
+    "applyRateBytesPerSecond",
+    "applyRateTransactionsPerSecond",
+    "catchUpEtaSeconds",
 ];
 
 /// Runs `sql` (statements separated by `;`, each its own transaction
