@@ -13,6 +13,40 @@ use common::service::{
 };
 use common::{quote_ident, sandbox, unique_schema, wait_until, Server};
 
+/// `shardrepctl check` in chunks of 100 rows with `pause_ms` between them,
+/// started in the background (output piped) and seen running.
+async fn running_check(
+    sb: &common::Sandbox,
+    spec: &ServiceSpec,
+    pause_ms: &str,
+) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .args([
+            "--config",
+            spec.write_config(sb).to_str().unwrap(),
+            "check",
+            "--chunk-rows",
+            "100",
+            "--pause-ms",
+            pause_ms,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the check to run",
+        std::time::Duration::from_secs(10),
+        || async {
+            let s = ctl_ok(spec, &["--json", "status", "--name", "check"]);
+            s.contains("\"running\"").then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    child
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shardrepctl_check_exit_codes_and_output() {
     let sb = sandbox();
@@ -224,30 +258,7 @@ async fn shardrepctl_check_exit_codes_and_output() {
 
     // shardrepctl killed during a check: the service finishes the check
     // and goes on applying (no channel left held).
-    let mut killed = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .args([
-            "--config",
-            spec.write_config(sb).to_str().unwrap(),
-            "check",
-            "--chunk-rows",
-            "100",
-            "--pause-ms",
-            "100",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until(
-        "the check to run",
-        std::time::Duration::from_secs(10),
-        || async {
-            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
-            s.contains("\"running\"").then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    let mut killed = running_check(sb, &spec, "100").await;
     killed.kill().unwrap();
     killed.wait().unwrap();
     wait_until(
@@ -287,30 +298,7 @@ async fn shardrepctl_check_exit_codes_and_output() {
     let (code, _, err) = ctl(&spec, &["check", "--cancel"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no consistency check is running"), "{err}");
-    let follower = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .args([
-            "--config",
-            spec.write_config(sb).to_str().unwrap(),
-            "check",
-            "--chunk-rows",
-            "100",
-            "--pause-ms",
-            "200",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until(
-        "the check to run",
-        std::time::Duration::from_secs(10),
-        || async {
-            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
-            s.contains("\"running\"").then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    let follower = running_check(sb, &spec, "200").await;
     assert_eq!(ctl_ok(&spec, &["check", "--cancel"]), "cancelled : true\n");
     let done = follower.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr);
@@ -329,30 +317,7 @@ async fn shardrepctl_check_exit_codes_and_output() {
     // Offline during a check: the check fails (at once, whether it waits
     // for the service or compares a table), saying the service stopped
     // applying.
-    let follower = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .args([
-            "--config",
-            spec.write_config(sb).to_str().unwrap(),
-            "check",
-            "--chunk-rows",
-            "100",
-            "--pause-ms",
-            "200",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until(
-        "the check to run",
-        std::time::Duration::from_secs(10),
-        || async {
-            let s = ctl_ok(&spec, &["--json", "status", "--name", "check"]);
-            s.contains("\"running\"").then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    let follower = running_check(sb, &spec, "200").await;
     ctl_ok(&spec, &["offline"]);
     let done = follower.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr);

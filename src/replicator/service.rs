@@ -776,37 +776,32 @@ impl Service {
 
     /// Runs `f` on the queue: the running pipeline's, or the queue opened
     /// for this call when offline.
+    /// The queue the running run holds open (`None` without a run).
+    fn running_queue(&self) -> Option<Arc<TransactionQueue>> {
+        self.lock()
+            .run
+            .as_ref()
+            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())
+    }
+
     /// The queue's description while a run holds it open (`None`
     /// otherwise: opening the queue here would take its lock from a run
     /// that starts meanwhile).
     pub fn running_queue_info(&self) -> Option<QueueInfo> {
-        let open = self
-            .lock()
-            .run
-            .as_ref()
-            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())?;
-        open.info().ok()
+        self.running_queue()?.info().ok()
     }
 
     /// The extractor's progress after the last stored transaction, while
     /// a run holds the queue open.
     pub fn running_queue_progress(&self) -> Option<crate::queue::ExtractorProgress> {
-        self.lock()
-            .run
-            .as_ref()
-            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned())?
-            .last_progress()
+        self.running_queue()?.last_progress()
     }
 
     fn with_queue<T>(
         &self,
         f: impl FnOnce(&TransactionQueue) -> Result<T, ServiceError>,
     ) -> Result<T, ServiceError> {
-        let open = self
-            .lock()
-            .run
-            .as_ref()
-            .and_then(|r| r.observer.queue.lock().expect("observer").as_ref().cloned());
+        let open = self.running_queue();
         match open {
             Some(queue) => f(&queue),
             None => {
