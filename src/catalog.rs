@@ -9,6 +9,7 @@
 //! | restart position | [`RESTART_TABLE`] | one per channel, written with the data it records | `applier::restart`, `applier::channel` (progress, DDL mark), the service's `handback`/`reset` |
 //! | skipped seqnos | [`SKIPPED_TABLE`] | one per seqno the DBA chose not to apply | `applier::skipped` |
 //! | shard map | [`SHARD_MAP_TABLE`] | one per mapped shard | `shard::store` |
+//! | source | [`SOURCE_TABLE`] | at most one: the master set by `shardrepctl source set` (issue 20, master failover) | `replicator::source` |
 //!
 //! Other services' catalogs on the same replica are found through their
 //! restart tables ([`other_restart_tables`], run by
@@ -33,6 +34,10 @@ pub const SKIPPED_TABLE: &str = "skipped_seqno";
 
 /// Name of the shard map table inside the catalog schema.
 pub const SHARD_MAP_TABLE: &str = "shard_map";
+
+/// Name of the table of the service's source master after a switch
+/// (`shardrepctl source set`) inside the catalog schema.
+pub const SOURCE_TABLE: &str = "source";
 
 /// The catalog schema of service `service` when `replica.catalog_schema`
 /// is not set: `shardrep_<service>`.
@@ -310,6 +315,68 @@ pub fn shard_map_insert(catalog: &str) -> String {
 /// Removes every entry.
 pub fn shard_map_delete(catalog: &str) -> String {
     format!("DELETE FROM {}", table(catalog, SHARD_MAP_TABLE))
+}
+
+// ---- source
+
+/// The `CREATE TABLE` statement of the source table (the schema must
+/// exist). At most one row (`id` = 1): the source master set by
+/// `shardrepctl source set`, which replaces `[source]`'s `host`, `port`,
+/// `user` and `server_id` of the configuration. Columns: `host`, `port`,
+/// `source_user`, `server_id` (the id shardrep announces to that master),
+/// `previous` (`host:port` of the source before the switch),
+/// `first_seqno` (the queue's next seqno at the switch: transactions from
+/// it on are read from this source; NULL when the queue held nothing),
+/// `resume_gtid` (the GTID position extraction starts at on this source
+/// while the queue's next seqno is still `first_seqno`), `discarded`
+/// (seqnos of the queue not applied and recorded as skipped at the
+/// switch, as ranges `12-15`, empty when none), `switched_at` (UTC).
+pub fn source_create(catalog: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (\
+         id TINYINT UNSIGNED NOT NULL PRIMARY KEY, \
+         host VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL, \
+         port SMALLINT UNSIGNED NOT NULL, \
+         source_user VARCHAR(128) CHARACTER SET utf8mb4 NOT NULL, \
+         server_id INT UNSIGNED NOT NULL, \
+         previous VARCHAR(300) CHARACTER SET utf8mb4 NOT NULL, \
+         first_seqno BIGINT UNSIGNED NULL, \
+         resume_gtid TEXT CHARACTER SET ascii NOT NULL, \
+         discarded TEXT CHARACTER SET ascii NOT NULL, \
+         switched_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)\
+         ) ENGINE=InnoDB",
+        table(catalog, SOURCE_TABLE)
+    )
+}
+
+/// Writes the one source row (replacing the previous one). Parameters:
+/// `host`, `port`, `source_user`, `server_id`, `previous`, `first_seqno`,
+/// `resume_gtid`, `discarded`.
+pub fn source_replace(catalog: &str) -> String {
+    format!(
+        "REPLACE INTO {} (id, host, port, source_user, server_id, previous, first_seqno, \
+         resume_gtid, discarded, switched_at) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+        table(catalog, SOURCE_TABLE)
+    )
+}
+
+/// The source row: `host, port, source_user, server_id, previous,
+/// first_seqno, resume_gtid, discarded, switched_at` (text).
+pub fn source_select(catalog: &str) -> String {
+    format!(
+        "SELECT host, port, source_user, server_id, previous, first_seqno, resume_gtid, \
+         discarded, CAST(switched_at AS CHAR) FROM {} WHERE id = 1",
+        table(catalog, SOURCE_TABLE)
+    )
+}
+
+/// Forgets where extraction resumes on the source (the queue it refers
+/// to is gone: a handback or reset); the source itself stays.
+pub fn source_clear_resume(catalog: &str) -> String {
+    format!(
+        "UPDATE {} SET first_seqno = NULL, resume_gtid = '', discarded = ''",
+        table(catalog, SOURCE_TABLE)
+    )
 }
 
 #[cfg(test)]

@@ -1532,6 +1532,13 @@ pub async fn verify_slave_running(
 /// 4. with `start_slave`: `START SLAVE`, then [`verify_slave_running`] with
 ///    [`START_TIMEOUT`] and [`START_SETTLE`].
 ///
+/// With `master` (the service switched to another master, issue 20)
+/// step 3 also points native replication at it: `CHANGE MASTER TO
+/// MASTER_HOST = '<host>', MASTER_PORT = <port>, MASTER_USE_GTID =
+/// slave_pos` (the user, password and SSL settings stay; a GTID handback
+/// is then required, since the point's file:pos may be the previous
+/// master's).
+///
 /// Logs the server's warnings; the caller logs the handback itself.
 ///
 /// # Errors
@@ -1543,6 +1550,7 @@ pub async fn handback(
     point: &HandbackPoint,
     use_gtid: bool,
     start_slave: bool,
+    master: Option<(&str, u16)>,
 ) -> Result<HandbackReport, ReplicaError> {
     let server = Endpoint::of(conn);
     let mode = select_row(conn, &server, "SELECT @@SESSION.sql_mode AS sql_mode").await?;
@@ -1550,7 +1558,20 @@ pub async fn handback(
         .unwrap_or_default()
         .split(',')
         .any(|m| m.eq_ignore_ascii_case("NO_BACKSLASH_ESCAPES"));
-    let plan = plan_handback(point, use_gtid, no_backslash_escapes)?;
+    let mut plan = plan_handback(point, use_gtid || master.is_some(), no_backslash_escapes)?;
+    if let Some((host, port)) = master {
+        let host = sql_string_literal(host, no_backslash_escapes).map_err(|e| {
+            ReplicaError::InvalidPosition {
+                what: "MASTER_HOST".to_owned(),
+                value: host.to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
+        plan.change_master = format!(
+            "CHANGE MASTER TO MASTER_HOST = {host}, MASTER_PORT = {port}, \
+             MASTER_USE_GTID = slave_pos"
+        );
+    }
     let status = configured_status(conn).await?;
     let mut statements = Vec::new();
     let mut warned = Vec::new();

@@ -492,6 +492,10 @@ serializationCount             : 3
 serviceName                    : sjc
 skippedCount                   : 0
 skippedSeqnos                  : NONE
+sourceFirstSeqno               : NONE
+sourceHost                     : NONE
+sourcePort                     : NONE
+sourceSwitchedAt               : NONE
 state                          : ONLINE
 timeInStateSeconds             : 3.250
 transactionsAppliedCount       : 0
@@ -514,7 +518,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 46);
+    assert_eq!(v.as_object().unwrap().len(), 50);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

@@ -331,7 +331,9 @@ async fn handback_at_the_takeover_point_by_file_pos_and_by_gtid() {
     let point = takeover(&mut replica, &mut master, &facts).await.unwrap();
     write(sb, &schema, 4..9).await;
     let back = HandbackPoint::from_takeover(&point);
-    let report = handback(&mut replica, &back, false, true).await.unwrap();
+    let report = handback(&mut replica, &back, false, true, None)
+        .await
+        .unwrap();
     assert_eq!(
         report.statements,
         vec![
@@ -360,6 +362,7 @@ async fn handback_at_the_takeover_point_by_file_pos_and_by_gtid() {
         &HandbackPoint::from_takeover(&point),
         true,
         true,
+        None,
     )
     .await
     .unwrap();
@@ -424,7 +427,7 @@ async fn handback_after_the_last_applied_transaction_neither_repeats_nor_skips()
             gtid_pos: Some(gtid),
         };
         // The replica's native replication then continues with new writes.
-        handback(&mut replica, &point, use_gtid, true)
+        handback(&mut replica, &point, use_gtid, true, None)
             .await
             .unwrap();
         write(sb, &schema, next + 4..next + 7).await;
@@ -453,7 +456,9 @@ async fn handback_refuses_a_malformed_gtid_and_escapes_the_file_name() {
         pos: 4,
         gtid_pos: Some("0-1-5'; STOP SLAVE; --".into()),
     };
-    let err = handback(&mut replica, &bad, true, true).await.unwrap_err();
+    let err = handback(&mut replica, &bad, true, true, None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ReplicaError::InvalidPosition { what, value, .. }
             if what == "gtid_slave_pos" && value == "0-1-5'; STOP SLAVE; --"),
@@ -466,7 +471,9 @@ async fn handback_refuses_a_malformed_gtid_and_escapes_the_file_name() {
         pos: 4,
         gtid_pos: None,
     };
-    let report = handback(&mut replica, &quoted, false, false).await.unwrap();
+    let report = handback(&mut replica, &quoted, false, false, None)
+        .await
+        .unwrap();
     assert_eq!(report.status.master_log_file, r"it's\x.000001");
     assert_eq!(report.status.read_master_log_pos, 4);
     assert!(!report.status.sql_running);
@@ -557,7 +564,9 @@ async fn takeover_refuses_a_stale_file_pos_after_a_gtid_handback() {
         pos,
         gtid_pos: Some(gtid.clone()),
     };
-    handback(&mut replica, &point, true, false).await.unwrap();
+    handback(&mut replica, &point, true, false, None)
+        .await
+        .unwrap();
     let s = replica_status(sb).await;
     let facts = check_master(&mut master).await.unwrap();
     let result = takeover(&mut replica, &mut master, &facts).await;
@@ -628,7 +637,9 @@ async fn lagging_replica_takeover_and_handback_skip_the_stale_relay_log() {
             pos: end_pos,
             gtid_pos: Some(gtid_binlog_pos(&mut master).await),
         };
-        handback(&mut replica, &back, use_gtid, true).await.unwrap();
+        handback(&mut replica, &back, use_gtid, true, None)
+            .await
+            .unwrap();
         write(sb, &schema, next + 5..next + 7).await;
         next += 7;
         let using = if use_gtid {

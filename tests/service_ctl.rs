@@ -70,6 +70,10 @@ const STATUS_KEYS: &[&str] = &[
     "applyRateBytesPerSecond",
     "applyRateTransactionsPerSecond",
     "catchUpEtaSeconds",
+    "sourceHost",
+    "sourcePort",
+    "sourceSwitchedAt",
+    "sourceFirstSeqno",
 ];
 
 /// Runs `sql` (statements separated by `;`, each its own transaction

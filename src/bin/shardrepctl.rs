@@ -163,6 +163,11 @@ enum Command {
         #[arg(long, value_name = "SERVICE_NAME")]
         confirm: String,
     },
+    /// The service's source master (master failover).
+    Source {
+        #[command(subcommand)]
+        command: SourceCommand,
+    },
     /// Compare the replica with the master, online: the service takes
     /// each table's two read views at one point of the stream and
     /// compares the table in key chunks (nothing is written on either
@@ -212,6 +217,37 @@ enum ShardCommand {
     },
     /// Remove every shard.
     DeleteAll,
+}
+
+#[derive(Subcommand, Debug)]
+enum SourceCommand {
+    /// Switch the service to another master of the same replication
+    /// topology (after a master failover: a promoted replica), resuming
+    /// there by GTID. Refused, naming the GTIDs, when the replica applied
+    /// transactions the new master lacks; queued transactions the new
+    /// master lacks are discarded (never applied). A running service goes
+    /// offline cleanly first and online again after; returns once done.
+    /// The new master is stored in the replica's catalog: later starts
+    /// read from it, whatever [source] says.
+    Set {
+        /// The new master's host name or address.
+        #[arg(long)]
+        host: String,
+        /// The new master's port.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        port: u16,
+        /// The user to read its binlog as (default: the current source's;
+        /// the password is the configuration's).
+        #[arg(long)]
+        user: Option<String>,
+        /// The server id shardrep announces to it (default: the current
+        /// source's).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        server_id: Option<u32>,
+        /// Seconds a running service may take to go offline.
+        #[arg(long, value_name = "T", default_value_t = 300)]
+        timeout_secs: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -372,6 +408,22 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
         Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
+        Command::Source {
+            command:
+                SourceCommand::Set {
+                    host,
+                    port,
+                    user,
+                    server_id,
+                    timeout_secs,
+                },
+        } => out.value(&client.request(&Request::SourceSet {
+            host,
+            port,
+            user,
+            server_id,
+            timeout_secs,
+        })?),
         // As for `check`, exit 1 means differences only: a refusal is 2.
         Command::Check { cancel: true, .. } => out.value(
             &client

@@ -111,7 +111,9 @@ impl Client {
             }
         })?;
         let extra = match request {
-            Request::Wait { timeout_secs, .. } => *timeout_secs,
+            Request::Wait { timeout_secs, .. } | Request::SourceSet { timeout_secs, .. } => {
+                *timeout_secs
+            }
             _ => 0,
         };
         let limit = RESPONSE_TIMEOUT_SECS.saturating_add(extra);

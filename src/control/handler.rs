@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, ShardRow,
-    ShardStatus, Status,
+    ShardStatus, SourceSetRequest, Status,
 };
 use super::server::ControlHandler;
 use super::status;
@@ -139,6 +139,31 @@ impl ControlHandler for ServiceHandler {
             "queueRemoved": done.queue_removed.map(|dir| dir.display().to_string()),
             "restartRowsDeleted": done.restart_rows_deleted,
             "skippedDeleted": done.skipped_deleted,
+        }))
+    }
+
+    fn source_set(&self, request: SourceSetRequest) -> Result<Value, ControlError> {
+        let done = self
+            .service
+            .set_source(crate::replicator::service::switch::SourceRequest {
+                host: request.host,
+                port: request.port,
+                user: request.user,
+                server_id: request.server_id,
+                timeout: std::time::Duration::from_secs(request.timeout_secs),
+            })?;
+        Ok(json!({
+            "previous": done.previous,
+            "source": done.source,
+            "sourceServerId": done.source_server_id,
+            "masterGtidPos": done.master_gtid_pos.to_string(),
+            "appliedSeqno": done.applied_seqno.map(Seqno::get),
+            "appliedGtid": done.applied_gtid.to_string(),
+            "keptThroughSeqno": done.kept_through.map(Seqno::get),
+            "discardedSeqnos": (!done.discarded.is_empty()).then_some(done.discarded),
+            "resumeGtid": done.resume_gtid.map(|g| g.to_string()),
+            "firstSeqno": done.first_seqno.map(Seqno::get),
+            "state": done.state,
         }))
     }
 

@@ -168,10 +168,51 @@ pub enum Request {
         /// The service's name, typed by the operator to confirm.
         confirm: String,
     },
+    /// `source set`: switch the service to another master of the same
+    /// replication topology (a master failover) and resume there by
+    /// GTID; refused, naming the GTIDs, when the replica applied
+    /// transactions the new master lacks. A running service goes
+    /// offline cleanly first and online again after; the answer comes
+    /// once the switch is done (an object describing it).
+    SourceSet {
+        /// The new master's host name or address.
+        host: String,
+        /// Its TCP port, 1..=65535.
+        port: u16,
+        /// The user to read its binlog as (default: the current source's;
+        /// the password is the configuration's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        /// The server id to announce to it (default: the current
+        /// source's), nonzero.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_id: Option<u32>,
+        /// Seconds a running service may take to go offline, at most
+        /// [`MAX_WAIT_SECS`] (default [`DEFAULT_WAIT_SECS`]).
+        #[serde(default = "default_wait_secs")]
+        timeout_secs: u64,
+    },
 }
 
 fn default_wait_secs() -> u64 {
     DEFAULT_WAIT_SECS
+}
+
+/// The arguments of `source set`, as
+/// [`ControlHandler::source_set`](super::ControlHandler::source_set)
+/// receives them (validated: a host, a nonzero port and server id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSetRequest {
+    /// The new master's host name or address.
+    pub host: String,
+    /// Its TCP port.
+    pub port: u16,
+    /// The user to read its binlog as, when not the current source's.
+    pub user: Option<String>,
+    /// The server id to announce, when not the current source's.
+    pub server_id: Option<u32>,
+    /// Seconds a running service may take to go offline.
+    pub timeout_secs: u64,
 }
 
 impl Request {
@@ -194,6 +235,7 @@ impl Request {
             Request::Reset { .. } => "reset",
             Request::Check { .. } => "check",
             Request::CheckCancel => "checkCancel",
+            Request::SourceSet { .. } => "sourceSet",
         }
     }
 
@@ -215,6 +257,32 @@ impl Request {
                 Err(ControlError::bad_request(format!(
                     "wait: timeoutSecs {timeout_secs} is above the limit of {MAX_WAIT_SECS} s"
                 )))
+            }
+            Request::SourceSet {
+                host,
+                port,
+                server_id,
+                timeout_secs,
+                ..
+            } => {
+                if host.trim().is_empty() {
+                    Err(ControlError::bad_request("sourceSet: host is empty"))
+                } else if *port == 0 {
+                    Err(ControlError::bad_request(
+                        "sourceSet: port must be 1..=65535",
+                    ))
+                } else if *server_id == Some(0) {
+                    Err(ControlError::bad_request(
+                        "sourceSet: serverId must be nonzero",
+                    ))
+                } else if *timeout_secs > MAX_WAIT_SECS {
+                    Err(ControlError::bad_request(format!(
+                        "sourceSet: timeoutSecs {timeout_secs} is above the limit of \
+                         {MAX_WAIT_SECS} s"
+                    )))
+                } else {
+                    Ok(())
+                }
             }
             Request::LogList {
                 low: Some(low),
@@ -624,6 +692,20 @@ pub struct Status {
     /// apply rate less the master's writes, same window); 0 when nothing
     /// is behind, `null` while it does not close.
     pub catch_up_eta_seconds: Option<f64>,
+    /// `sourceHost`: the host of the source master in use: the one
+    /// `source set` stored (a master failover), else `[source] host`;
+    /// `null` for a binlog-directory source.
+    pub source_host: Option<String>,
+    /// `sourcePort`: its port.
+    pub source_port: Option<u16>,
+    /// `sourceSwitchedAt`: when `source set` switched to it (UTC,
+    /// `YYYY-MM-DD HH:MM:SS.ffffff`); `null`: the configuration's source.
+    pub source_switched_at: Option<String>,
+    /// `sourceFirstSeqno`: the first seqno read from the switched-to
+    /// source; the event ids (`appliedLastEventId`, restart rows, the
+    /// queue) of lower seqnos are binlog positions of the previous
+    /// master. `null` when no switch happened with transactions queued.
+    pub source_first_seqno: Option<u64>,
 }
 
 impl Status {
@@ -672,6 +754,10 @@ impl Status {
             apply_rate_bytes_per_second: None,
             apply_rate_transactions_per_second: None,
             catch_up_eta_seconds: None,
+            source_host: None,
+            source_port: None,
+            source_switched_at: None,
+            source_first_seqno: None,
         }
     }
 }

@@ -35,8 +35,8 @@ use serde_json::{json, Value};
 
 use super::protocol::{
     ChannelStatus, ControlError, ErrorKind, LogEntry, OfflineRequest, OnlineRequest, Request,
-    Response, ServiceInfo, ShardRow, ShardStatus, Status, StatusName, WaitFor, WaitResult,
-    MAX_REQUEST_LINE_BYTES,
+    Response, ServiceInfo, ShardRow, ShardStatus, SourceSetRequest, Status, StatusName, WaitFor,
+    WaitResult, MAX_REQUEST_LINE_BYTES,
 };
 use crate::replicator::state::State;
 
@@ -179,6 +179,13 @@ pub trait ControlHandler: Send + Sync {
     fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
         let _ = confirm;
         Err(ControlError::unsupported("reset"))
+    }
+
+    /// `source set`: switch the service to another master (a master
+    /// failover) and answer with what was done, once done.
+    fn source_set(&self, request: SourceSetRequest) -> Result<Value, ControlError> {
+        let _ = request;
+        Err(ControlError::unsupported("source set"))
     }
 
     /// `check`: start a consistency check ([`crate::replicator::check`])
@@ -809,6 +816,19 @@ pub fn dispatch(
         Request::LogInfo => handler.log_info(),
         Request::Handback { start_slave } => handler.handback(start_slave),
         Request::Reset { confirm } => handler.reset(&confirm),
+        Request::SourceSet {
+            host,
+            port,
+            user,
+            server_id,
+            timeout_secs,
+        } => handler.source_set(SourceSetRequest {
+            host,
+            port,
+            user,
+            server_id,
+            timeout_secs,
+        }),
         Request::Status {
             name: Some(StatusName::Check),
         } => handler.check_status(),

@@ -16,6 +16,12 @@ pub fn status(s: StatusSnapshot) -> Status {
     let mut status = Status::new(s.service_name, s.role.as_str(), s.state);
     status.applied_last_seqno = s.applied_last_seqno.map(Seqno::get);
     status.applied_last_event_id = s.applied_last_event_id;
+    if let Some((host, port)) = s.source {
+        status.source_host = Some(host);
+        status.source_port = Some(port);
+    }
+    status.source_switched_at = s.source_switched_at;
+    status.source_first_seqno = s.source_first_seqno.map(Seqno::get);
     status.applied_latency = s.applied_latency;
     status.relative_latency = s.relative_latency;
     status.channels = s.channels;
@@ -204,6 +210,9 @@ mod tests {
                 eta_seconds: Some(3.0),
                 seen: std::time::Instant::now(),
             }),
+            source: Some(("db2".into(), 3307)),
+            source_switched_at: Some("2026-12-03 16:00:00.000000".into()),
+            source_first_seqno: Some(Seqno(21)),
         };
         let mut expected = Status::new("sjc", "extractor", State::OfflineError);
         expected.applied_last_seqno = Some(7);
@@ -243,6 +252,10 @@ mod tests {
         expected.apply_rate_bytes_per_second = Some(3000.0);
         expected.apply_rate_transactions_per_second = Some(40.0);
         expected.catch_up_eta_seconds = Some(3.0);
+        expected.source_host = Some("db2".into());
+        expected.source_port = Some(3307);
+        expected.source_switched_at = Some("2026-12-03 16:00:00.000000".into());
+        expected.source_first_seqno = Some(21);
         assert_eq!(status(snapshot), expected);
     }
 

@@ -117,6 +117,16 @@ impl ExtractPlan {
         }
     }
 
+    /// After a master switch ([`super::source`]): at `gtid` on the new
+    /// master, by GTID, with that GTID position.
+    pub fn after_switch(gtid: GtidPos) -> ExtractPlan {
+        ExtractPlan {
+            start: ExtractStart::Gtid(gtid.clone()),
+            gtid: Some(gtid),
+            gtid_fallback: None,
+        }
+    }
+
     /// The binlog position or GTID position the extraction starts at.
     pub fn start(&self) -> &ExtractStart {
         &self.start
@@ -312,6 +322,9 @@ pub(super) struct ExtractorThread {
 impl ExtractorThread {
     /// Starts the thread: it resumes after `queue`'s stored progress, or
     /// starts at `first`; it follows the source unless `stop_when_idle`.
+    /// With `switch` (a master switch, [`super::source`]) whose first
+    /// seqno is the queue's next one, it starts at the switch's GTID
+    /// position instead (nothing of the new master is stored yet).
     ///
     /// # Errors
     /// [`RunError::Setup`] when the thread cannot be started.
@@ -320,6 +333,7 @@ impl ExtractorThread {
         queue: &Arc<TransactionQueue>,
         stop_when_idle: bool,
         first: FirstStart,
+        switch: Option<super::source::SwitchResume>,
         idle_mark: Option<Arc<crate::extractor::IdleMark>>,
     ) -> Result<ExtractorThread, RunError> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -340,7 +354,7 @@ impl ExtractorThread {
                         &stop,
                         &idle,
                         !stop_when_idle,
-                        first,
+                        (first, switch),
                         idle_mark,
                     );
                     if result.is_err() {
@@ -385,14 +399,15 @@ impl ExtractorThread {
     }
 }
 
-/// The body of the extractor thread.
+/// The body of the extractor thread; `start`: the first start and a
+/// master switch's resume point (see [`ExtractorThread::spawn`]).
 fn extract_thread(
     config: &Config,
     queue: &TransactionQueue,
     stop: &AtomicBool,
     idle: &AtomicBool,
     follow: bool,
-    first: FirstStart,
+    (first, switch): (FirstStart, Option<super::source::SwitchResume>),
     idle_mark: Option<Arc<crate::extractor::IdleMark>>,
 ) -> Result<(), ExtractFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -402,7 +417,17 @@ fn extract_thread(
     runtime.block_on(async {
         let endpoint = &config.source.endpoint;
         let next_seqno = queue.next_seqno();
-        let plan = ExtractPlan::for_queue(endpoint, queue, first).await?;
+        let plan = match switch {
+            Some(switch) if switch.first_seqno == next_seqno => {
+                tracing::info!(
+                    gtid = %switch.gtid,
+                    first_seqno = next_seqno.get(),
+                    "extracting from the switched-to master by GTID"
+                );
+                ExtractPlan::after_switch(switch.gtid)
+            }
+            _ => ExtractPlan::for_queue(endpoint, queue, first).await?,
+        };
         tracing::info!(start = ?plan.start(), next_seqno = next_seqno.get(), "extractor starting");
         let extracted = extract_to_queue(
             endpoint,

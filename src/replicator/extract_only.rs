@@ -43,6 +43,7 @@ pub(super) fn run(
         options.stop_when_idle,
         FirstStart::Configured(config.source.start.clone()),
         None,
+        None,
     )?;
     if let Some(o) = &options.observer {
         *o.queue.lock().expect("observer") = Some(queue.clone());

@@ -46,6 +46,7 @@ mod run;
 pub mod service;
 mod setup;
 mod skips;
+pub mod source;
 pub mod state;
 mod takeover;
 

@@ -147,6 +147,19 @@ pub fn run(
         *o.skipped.lock().expect("observer") = Some(start.recorded_skips.clone());
     }
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
+    // A source stored by a master switch (`shardrepctl source set`)
+    // replaces the configuration's: the run reads from that master.
+    let stored_source = runtime
+        .block_on(super::source::read_for(config))
+        .map_err(|e| RunError::setup(format!("reading the stored source: {e}")))?;
+    let switched;
+    let config = match &stored_source {
+        Some(stored) => {
+            switched = stored.apply(config);
+            &switched
+        }
+        None => config,
+    };
     // A first start that fails here (a refused takeover, native
     // replication running) has applied nothing: the catalog it created
     // goes again.
@@ -191,6 +204,7 @@ pub fn run(
         &queue,
         options.stop_when_idle,
         first,
+        stored_source.and_then(|s| s.resume),
         options.hold.as_ref().map(|h| h.idle_mark()),
     )?;
     let channels = Channels::start(config, &catalog, &start.rows, &start.recovery)?;

@@ -23,6 +23,9 @@
 //!   again.
 //! - `reset --confirm NAME` (offline) clears the same without touching
 //!   native replication: the way out when the source cannot continue.
+//! - `source set` ([`switch`]) switches the service to another master of
+//!   the topology (a master failover), after checking that the new
+//!   master has every transaction the replica applied.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -48,6 +51,7 @@ use crate::shard::store;
 mod error;
 pub mod lag;
 pub mod report;
+pub mod switch;
 mod way_out;
 
 pub use error::ServiceError;
@@ -75,6 +79,9 @@ pub struct Service {
     /// The master's end and the distance to it ([`lag`]), kept current
     /// by a thread of its own with a live source.
     lag: Mutex<Option<lag::Lag>>,
+    /// The source master stored by a switch (`source set`), which
+    /// replaces the configuration's; `None`: the configuration's.
+    source: Mutex<Option<super::source::StoredSource>>,
 }
 
 struct Inner {
@@ -142,15 +149,15 @@ impl Service {
     /// when the service goes online.
     pub fn new(config: Config, stop_when_idle: bool) -> Arc<Service> {
         let (rows, skipped) = read_catalog(&config).unwrap_or_default();
-        let master = config.source.live().map(|live| {
-            crate::mysql::connection_opts(
-                &live.host,
-                live.port,
-                None,
-                &live.user,
-                live.password.expose(),
-            )
-        });
+        let stored_source = match block_on(super::source::read_for(&config)) {
+            Ok(Ok(stored)) => stored,
+            Ok(Err(e)) | Err(ServiceError::Failed(e)) => {
+                tracing::debug!(error = %e, "cannot read the stored source now");
+                None
+            }
+            Err(_) => None,
+        };
+        let live_source = config.source.live().is_some();
         let service = Arc::new_cyclic(|me| Service {
             me: me.clone(),
             config,
@@ -176,11 +183,22 @@ impl Service {
             stop_when_idle,
             check: Mutex::new(None),
             lag: Mutex::new(None),
+            source: Mutex::new(stored_source),
         });
-        if let Some(master) = master {
+        if live_source {
             lag::spawn(
                 Arc::downgrade(&service),
-                master,
+                |s: &Service| {
+                    let config = s.effective_config();
+                    let live = config.source.live().expect("a live source");
+                    crate::mysql::connection_opts(
+                        &live.host,
+                        live.port,
+                        None,
+                        &live.user,
+                        live.password.expose(),
+                    )
+                },
                 |s: &Service| {
                     let status = s.status();
                     lag::Applied {
@@ -211,7 +229,8 @@ impl Service {
     /// while another check runs; [`ServiceError::Unsupported`] without a
     /// live source (the master to compare with).
     pub fn start_check(&self, request: CheckRequest) -> Result<(), ServiceError> {
-        let live = self.config.source.live().ok_or_else(|| {
+        let config = self.effective_config();
+        let live = config.source.live().ok_or_else(|| {
             ServiceError::Unsupported(
                 "a consistency check compares with the master: it needs a live source".into(),
             )
@@ -299,6 +318,20 @@ impl Service {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().expect("service lock")
+    }
+
+    /// The configuration with the stored source (a switch) in place of
+    /// `[source]`'s master, as runs use it.
+    pub fn effective_config(&self) -> Config {
+        match &*self.source.lock().expect("source") {
+            Some(stored) => stored.apply(&self.config),
+            None => self.config.clone(),
+        }
+    }
+
+    /// The source stored by a switch, if any.
+    pub fn stored_source(&self) -> Option<super::source::StoredSource> {
+        self.source.lock().expect("source").clone()
     }
 
     /// The current state.
@@ -928,7 +961,21 @@ impl Service {
             time_in_state: inner.machine.time_in_state(),
             applied: inner.apply_totals.clone(),
             lag: self.lag.lock().expect("lag").clone(),
+            source: None,
+            source_switched_at: None,
+            source_first_seqno: None,
         };
+        let stored = self.stored_source();
+        if let Some(live) = self.config.source.live() {
+            status.source = Some(match &stored {
+                Some(s) => (s.host.clone(), s.port),
+                None => (live.host.clone(), live.port),
+            });
+        }
+        if let Some(stored) = stored {
+            status.source_switched_at = Some(stored.switched_at.clone());
+            status.source_first_seqno = stored.resume.map(|r| r.first_seqno);
+        }
         if let Some(run) = &inner.run {
             let o = &run.observer;
             if let Some(counters) = o.counters.lock().expect("observer").as_ref() {
@@ -1205,6 +1252,8 @@ impl Service {
         let config = self.config.clone();
         let used_gtid = inner.takeover_used_gtid;
         let name = self.config.service.name.clone();
+        // After a switch, native replication follows the new master.
+        let switched = self.stored_source();
         let result = block_on(async move {
             let mut conn = super::connect_replica_for_native(&config)
                 .await
@@ -1225,15 +1274,17 @@ impl Service {
                 }
             }
             let (seqno, position, gtid) = handback_position(&rows, &name)?;
-            let use_gtid = match used_gtid {
-                Some(g) => g,
-                None => crate::replica::slave_status(&mut conn)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?
-                    .is_some_and(|s| s.using_gtid != crate::replica::UsingGtid::No),
-            } && gtid.is_some();
+            let use_gtid = switched.is_some()
+                || match used_gtid {
+                    Some(g) => g,
+                    None => crate::replica::slave_status(&mut conn)
+                        .await
+                        .map_err(|e| failed(e.to_string()))?
+                        .is_some_and(|s| s.using_gtid != crate::replica::UsingGtid::No),
+                } && gtid.is_some();
             let point = crate::replica::HandbackPoint::new(&position, gtid.as_ref());
-            let report = crate::replica::handback(&mut conn, &point, use_gtid, start_slave)
+            let master = switched.as_ref().map(|s| (s.host.as_str(), s.port));
+            let report = crate::replica::handback(&mut conn, &point, use_gtid, start_slave, master)
                 .await
                 .map_err(|e| failed(format!("handback: {e}")))?;
             // Native replication owns the replica again: forget the
@@ -1246,6 +1297,9 @@ impl Service {
             skipped::clear(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(format!("clearing the recorded skips: {e}")))?;
+            super::source::clear_resume(&mut conn, &catalog)
+                .await
+                .map_err(|e| failed(format!("clearing the switch's resume position: {e}")))?;
             let _ = conn.disconnect().await;
             Ok::<_, ServiceError>(HandedBack {
                 seqno,
@@ -1333,6 +1387,11 @@ impl Service {
             let skips = skipped::clear(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(format!("reset: clearing the recorded skips: {e}")))?;
+            super::source::clear_resume(&mut conn, &catalog)
+                .await
+                .map_err(|e| {
+                    failed(format!("reset: clearing the switch's resume position: {e}"))
+                })?;
             let _ = conn.disconnect().await;
             Ok::<_, ServiceError>((rows, skips))
         })??;

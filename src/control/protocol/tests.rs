@@ -82,6 +82,43 @@ fn requests_on_the_wire() {
         },
         r#"{"request":"reset","confirm":"sjc"}"#,
     );
+    round_trip(
+        Request::SourceSet {
+            host: "db2".into(),
+            port: 3307,
+            user: None,
+            server_id: Some(9),
+            timeout_secs: 60,
+        },
+        r#"{"request":"sourceSet","host":"db2","port":3307,"serverId":9,"timeoutSecs":60}"#,
+    );
+    assert_eq!(
+        serde_json::from_str::<Request>(r#"{"request":"sourceSet","host":"h","port":1}"#).unwrap(),
+        Request::SourceSet {
+            host: "h".into(),
+            port: 1,
+            user: None,
+            server_id: None,
+            timeout_secs: DEFAULT_WAIT_SECS
+        }
+    );
+    for (bad, message) in [
+        (
+            r#"{"request":"sourceSet","host":" ","port":1}"#,
+            "sourceSet: host is empty",
+        ),
+        (
+            r#"{"request":"sourceSet","host":"h","port":0}"#,
+            "sourceSet: port must be 1..=65535",
+        ),
+        (
+            r#"{"request":"sourceSet","host":"h","port":1,"serverId":0}"#,
+            "sourceSet: serverId must be nonzero",
+        ),
+    ] {
+        let request: Request = serde_json::from_str(bad).unwrap();
+        assert_eq!(request.validate().unwrap_err().message, message);
+    }
     // Defaults.
     assert_eq!(
         serde_json::from_str::<Request>(r#"{"request":"wait","until":{"applied":1}}"#).unwrap(),
@@ -221,6 +258,10 @@ fn status_has_every_key() {
             "serviceName",
             "skippedCount",
             "skippedSeqnos",
+            "sourceFirstSeqno",
+            "sourceHost",
+            "sourcePort",
+            "sourceSwitchedAt",
             "state",
             "timeInStateSeconds",
             "transactionsAppliedCount",

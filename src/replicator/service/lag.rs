@@ -244,11 +244,12 @@ async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String),
 }
 
 /// Starts the thread that keeps `slot` current until the service is
-/// dropped: every [`LAG_INTERVAL`], the master through `master` and the
-/// service's applied position through `applied`.
+/// dropped: every [`LAG_INTERVAL`], the master through `master` (asked at
+/// every look: a master switch changes it, and the connection is opened
+/// again) and the service's applied position through `applied`.
 pub(crate) fn spawn<S: Send + Sync + 'static>(
     service: Weak<S>,
-    master: mysql_async::Opts,
+    master: fn(&S) -> mysql_async::Opts,
     applied: fn(&S) -> Applied,
     slot: fn(&S) -> &Mutex<Option<Lag>>,
 ) {
@@ -267,19 +268,25 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
             // The master's files and GTID position at the last look.
             let mut master_seen: Option<(Vec<BinlogFile>, String)> = None;
             let mut last_look: Option<Instant> = None;
+            let mut master_opts: Option<mysql_async::Opts> = None;
             loop {
                 let Some(service) = service.upgrade() else {
                     return;
                 };
                 if last_look.is_none_or(|t| t.elapsed() >= LAG_INTERVAL) {
                     last_look = Some(Instant::now());
+                    let opts = master(&service);
+                    if master_opts.as_ref() != Some(&opts) {
+                        conn = None;
+                        master_opts = Some(opts.clone());
+                    }
                     // Err((message, connected)): a refused connection is
                     // the extractor's to report; a refused query (the
                     // privilege) is this thread's.
                     let looked = runtime.block_on(async {
                         if conn.is_none() {
                             conn = Some(
-                                mysql_async::Conn::new(master.clone())
+                                mysql_async::Conn::new(opts)
                                     .await
                                     .map_err(|e| (format!("connect: {}", ErrorText(&e)), false))?,
                             );

@@ -80,6 +80,17 @@ pub struct StatusSnapshot {
     /// ([`super::lag`]); `None` without a live source or before the first
     /// look at the master.
     pub lag: Option<super::lag::Lag>,
+    /// The source master in use (host and port): the one a switch
+    /// (`source set`) stored, else the configuration's; `None` for a
+    /// binlog-directory source.
+    pub source: Option<(String, u16)>,
+    /// When the source was switched to (UTC); `None`: the
+    /// configuration's source.
+    pub source_switched_at: Option<String>,
+    /// The first seqno read from the switched-to source: the event ids of
+    /// lower seqnos are binlog positions of the previous master; `None`
+    /// when no switch happened with transactions queued.
+    pub source_first_seqno: Option<Seqno>,
 }
 
 /// What row parallelism (`[apply] parallelism = "row"`) did, for status;

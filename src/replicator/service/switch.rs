@@ -1,0 +1,419 @@
+//! `source set`: switches the service to another master of the same
+//! replication topology (a master failover, issue 20), by GTID.
+//!
+//! 1. The new master is checked as a takeover checks a master (`log_bin`,
+//!    `binlog_format`, row image) and its `@@gtid_binlog_pos` read.
+//! 2. A running service goes offline cleanly, before the first queued
+//!    transaction the new master lacks (`offline --at-seqno` the one
+//!    before it), or after everything queued when it has them all.
+//! 3. Offline, with every restart row at one seqno A (a clean stop): the
+//!    GTID position applied up to A is compared with the new master's, per
+//!    domain ([`missing_on`]). If the replica holds transactions the new
+//!    master lacks (errant transactions: the old master's tail that never
+//!    reached the promoted replica) the switch is refused naming them;
+//!    nothing changes.
+//! 4. The queued transactions after A are kept up to the last one the new
+//!    master has (without a gap: from the first it lacks, the rest of the
+//!    queue is discarded, recorded as skipped, never applied; the new
+//!    master sends again those of them it has). Extraction resumes on the
+//!    new master by GTID after the last kept one.
+//! 5. One catalog transaction stores the new source, the resume point and
+//!    the discarded seqnos ([`super::super::source::write`]): a crash
+//!    before it leaves the old source, after it the new one, and a
+//!    restart of `shardrep run` reads from the master it names.
+//! 6. A service that was running goes online again.
+
+use std::time::{Duration, Instant};
+
+use super::{block_on, failed, handback_position, Service, ServiceError};
+use crate::applier::restart;
+use crate::applier::skipped::{self, SkippedSeqno};
+use crate::config::Secret;
+use crate::position::{GtidPos, Seqno, SeqnoRanges};
+use crate::queue::{QueueOptions, TransactionQueue};
+use crate::replicator::source::{self, missing_on, ranges_text, StoredSource, SwitchResume};
+use crate::replicator::state::State;
+
+/// How often a switch looks whether the service has gone offline.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// The arguments of `source set`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceRequest {
+    /// The new master's host name or address.
+    pub host: String,
+    /// Its TCP port.
+    pub port: u16,
+    /// The user to read its binlog as; default: the current source's.
+    pub user: Option<String>,
+    /// The server id to announce to it; default: the current source's.
+    pub server_id: Option<u32>,
+    /// How long a running service may take to go offline.
+    pub timeout: Duration,
+}
+
+/// What a switch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceSwitched {
+    /// `host:port` of the source before.
+    pub previous: String,
+    /// `host:port` of the source now.
+    pub source: String,
+    /// The new master's `@@server_id`.
+    pub source_server_id: u32,
+    /// The new master's `@@gtid_binlog_pos` when checked.
+    pub master_gtid_pos: GtidPos,
+    /// The seqno every channel had applied (`None`: nothing applied).
+    pub applied_seqno: Option<Seqno>,
+    /// The GTID position applied up to it.
+    pub applied_gtid: GtidPos,
+    /// The last queued seqno kept (applied later); `None` when none is
+    /// queued after the applied one.
+    pub kept_through: Option<Seqno>,
+    /// Queued seqnos discarded (recorded as skipped), as ranges; empty
+    /// when none.
+    pub discarded: String,
+    /// Where extraction resumes on the new master.
+    pub resume_gtid: Option<GtidPos>,
+    /// The first seqno the new master's transactions get.
+    pub first_seqno: Option<Seqno>,
+    /// The state afterwards.
+    pub state: State,
+}
+
+impl Service {
+    /// `source set`: switches the service to the master `request` names
+    /// (see the module documentation), from any state but a running
+    /// transition; a running service is taken offline cleanly first and
+    /// goes online again afterwards.
+    ///
+    /// # Errors
+    /// [`ServiceError::Unsupported`] for an extractor-role service or a
+    /// binlog-directory source; [`ServiceError::Invalid`] when the new
+    /// master is the current one; [`ServiceError::Failed`] when the new
+    /// master cannot be read or refuses a check, the service does not go
+    /// offline in time or fails on the way; [`ServiceError::IllegalState`]
+    /// when the restart rows do not allow it (an unclean stop, a started
+    /// DDL) or the replica holds transactions the new master lacks (the
+    /// message names them). Nothing is switched then.
+    pub fn set_source(&self, request: SourceRequest) -> Result<SourceSwitched, ServiceError> {
+        self.needs_replica("source set")?;
+        let current = self.effective_config();
+        let Some(live) = current.source.live() else {
+            return Err(ServiceError::Unsupported(
+                "source set switches a live source (kind = \"live\"); this service reads a \
+                 binlog directory"
+                    .into(),
+            ));
+        };
+        if live.host == request.host && live.port == request.port {
+            return Err(ServiceError::Invalid(format!(
+                "{}:{} is already the service's source",
+                request.host, request.port
+            )));
+        }
+        let candidate = StoredSource {
+            host: request.host.clone(),
+            port: request.port,
+            user: request.user.clone().unwrap_or_else(|| live.user.clone()),
+            server_id: request.server_id.unwrap_or(live.server_id),
+            previous: format!("{}:{}", live.host, live.port),
+            resume: None,
+            discarded: String::new(),
+            switched_at: String::new(),
+        };
+        let (master_gtid, master_server_id) = new_master(&candidate, &live.password)?;
+        let was_running = self.lock().run.is_some();
+        if was_running {
+            self.stop_for_switch(&master_gtid, request.timeout)?;
+        }
+        let mut done = self.switch_offline(candidate, master_gtid, master_server_id)?;
+        if was_running {
+            done.state = self.go_online(None, None)?;
+        }
+        Ok(done)
+    }
+
+    /// Takes the running service offline cleanly: before the first queued
+    /// transaction `master_gtid` lacks, or after the last queued.
+    fn stop_for_switch(
+        &self,
+        master_gtid: &GtidPos,
+        timeout: Duration,
+    ) -> Result<(), ServiceError> {
+        let lacking = self.running_queue().and_then(|queue| {
+            let first = self
+                .status()
+                .applied_last_seqno
+                .map_or(queue.min_seqno(), |a| Some(a.next()))?;
+            let last = queue.max_seqno()?;
+            (first.get()..=last.get()).find(|&s| {
+                queue
+                    .get(Seqno(s))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|t| !t.gtid.is_some_and(|g| master_gtid.contains(&g)))
+            })
+        });
+        let at = lacking.and_then(|k| k.checked_sub(1));
+        let stopping = match at {
+            Some(at) => self.go_offline(false, Some(at)).or_else(|e| {
+                tracing::info!(
+                    error = %e,
+                    "source set: cannot stop before the transactions the new master lacks"
+                );
+                self.go_offline(false, None)
+            }),
+            None => self.go_offline(false, None),
+        };
+        stopping?;
+        tracing::info!(at_seqno = at, "source set: going offline for the switch");
+        let deadline = Instant::now() + timeout;
+        while self.lock().run.is_some() {
+            if Instant::now() >= deadline {
+                return Err(failed(format!(
+                    "source set: the service did not go offline within {} s (it is {}); \
+                     nothing is switched. Wait for OFFLINE:NORMAL and run source set again",
+                    timeout.as_secs(),
+                    self.state()
+                )));
+            }
+            std::thread::sleep(STOP_POLL);
+        }
+        let inner = self.lock();
+        if inner.machine.state() == State::OfflineError {
+            let message = inner
+                .machine
+                .pending_error()
+                .map(|p| p.message.clone())
+                .unwrap_or_default();
+            return Err(failed(format!(
+                "source set: the service stopped OFFLINE:ERROR on its way offline: {message}; \
+                 nothing is switched"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The switch itself, on a service that is offline with no run.
+    fn switch_offline(
+        &self,
+        mut candidate: StoredSource,
+        master_gtid: GtidPos,
+        master_server_id: u32,
+    ) -> Result<SourceSwitched, ServiceError> {
+        let mut inner = self.lock();
+        let state = inner.machine.state();
+        if !state.is_offline() || inner.run.is_some() {
+            return Err(ServiceError::illegal_state(format!(
+                "source set needs the service offline or online; it is {state}: try again"
+            )));
+        }
+        if let Some(reason) = &inner.unclean {
+            return Err(ServiceError::illegal_state(format!(
+                "{reason}: go online, then offline without --immediate, then source set \
+                 (or source set while online)"
+            )));
+        }
+        let catalog = self.config.catalog_schema();
+        let config = self.config.clone();
+        let name = self.config.service.name.clone();
+        let new_address = candidate.address();
+        let done = block_on(async {
+            let mut conn = mysql_async::Conn::new(super::super::replica_opts(&config))
+                .await
+                .map_err(|e| self.replica_conn_error(e))?;
+            let rows = restart::read(&mut conn, &catalog)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            for row in &rows {
+                if let Some(ddl) = restart::pending_ddl(&mut conn, &catalog, row.channel)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?
+                {
+                    return Err(ServiceError::illegal_state(format!(
+                        "channel {} started the DDL of seqno {ddl} but did not record it: go \
+                         online (the channel completes it), then offline, then source set",
+                        row.channel
+                    )));
+                }
+            }
+            let mut done = SourceSwitched {
+                previous: candidate.previous.clone(),
+                source: new_address.clone(),
+                source_server_id: master_server_id,
+                master_gtid_pos: master_gtid.clone(),
+                applied_seqno: None,
+                applied_gtid: GtidPos::new(),
+                kept_through: None,
+                discarded: String::new(),
+                resume_gtid: None,
+                first_seqno: None,
+                state,
+            };
+            let mut discard = Vec::new();
+            if !rows.is_empty() {
+                let (applied, _, gtid) = handback_position(&rows, &name)?;
+                let applied_gtid = gtid.ok_or_else(|| {
+                    ServiceError::illegal_state(
+                        "the restart rows hold no GTID position (a master without GTIDs): a \
+                         switch resumes on the new master by GTID",
+                    )
+                })?;
+                let missing = missing_on(&applied_gtid, &master_gtid);
+                if !missing.is_empty() {
+                    let count: u64 = missing.iter().map(|m| m.count()).sum();
+                    return Err(ServiceError::illegal_state(format!(
+                        "source set refused: the replica applied {count} transaction(s) that \
+                         the new master {new_address} lacks: {} (the replica is at {applied_gtid}, \
+                         the new master's gtid_binlog_pos is {}). Nothing is switched. They are \
+                         the old master's transactions that never reached the promoted replica \
+                         (errant on this replica). Either apply them to the new master (from \
+                         the old master's binlog, e.g. mariadb-binlog --start-position of the \
+                         first of them, or from this replica's binlog), then source set again; \
+                         or re-seed this replica from the new master and `shardrepctl reset \
+                         --confirm {name}`",
+                        ranges_text(&missing),
+                        if master_gtid.is_empty() {
+                            "empty".to_string()
+                        } else {
+                            master_gtid.to_string()
+                        }
+                    )));
+                }
+                done.applied_seqno = applied;
+                done.applied_gtid = applied_gtid.clone();
+                let plan = plan_queue(&config, applied, &applied_gtid, &master_gtid)?;
+                done.kept_through = plan.kept_through;
+                done.resume_gtid = Some(plan.resume_gtid.clone());
+                done.first_seqno = Some(plan.first_seqno);
+                let mut ranges = SeqnoRanges::default();
+                for s in &plan.discard {
+                    ranges.insert(s.seqno);
+                }
+                done.discarded = ranges.to_string();
+                candidate.discarded = done.discarded.clone();
+                candidate.resume = Some(SwitchResume {
+                    first_seqno: plan.first_seqno,
+                    gtid: plan.resume_gtid,
+                });
+                discard = plan.discard;
+            }
+            source::write(&mut conn, &catalog, &candidate, &discard)
+                .await
+                .map_err(|e| failed(format!("source set: {e}")))?;
+            let skips = skipped::read(&mut conn, &catalog).await.ok();
+            let _ = conn.disconnect().await;
+            Ok::<_, ServiceError>((done, skips))
+        })?;
+        let (done, skips) = done?;
+        if let Some(skips) = skips {
+            inner.skipped = skips;
+        }
+        *self.source.lock().expect("source") = Some(candidate);
+        tracing::warn!(
+            previous = %done.previous,
+            source = %done.source,
+            applied_seqno = done.applied_seqno.map(Seqno::get),
+            applied_gtid = %done.applied_gtid,
+            master_gtid_pos = %done.master_gtid_pos,
+            kept_through = done.kept_through.map(Seqno::get),
+            discarded = %done.discarded,
+            resume_gtid = %done.resume_gtid.as_ref().map(ToString::to_string).unwrap_or_default(),
+            "source switched"
+        );
+        Ok(done)
+    }
+}
+
+/// The new master's `@@gtid_binlog_pos` and `@@server_id`, after the
+/// checks of a takeover's master ([`crate::replica::check_master`]).
+fn new_master(candidate: &StoredSource, password: &Secret) -> Result<(GtidPos, u32), ServiceError> {
+    block_on(async {
+        let what = |e: crate::replica::ReplicaError| {
+            failed(format!(
+                "source set: the new master {}: {e}",
+                candidate.address()
+            ))
+        };
+        let mut conn = crate::replica::connect(
+            &candidate.host,
+            candidate.port,
+            None,
+            &candidate.user,
+            password,
+        )
+        .await
+        .map_err(what)?;
+        let facts = crate::replica::check_master(&mut conn)
+            .await
+            .map_err(what)?;
+        let _ = conn.disconnect().await;
+        Ok((facts.gtid_binlog_pos, facts.server_id))
+    })?
+}
+
+/// What happens to the queue at a switch.
+struct QueuePlan {
+    /// Queued, not applied, and on the new master: applied later.
+    kept_through: Option<Seqno>,
+    /// From the first queued transaction the new master lacks to the end
+    /// of the queue: recorded as skipped.
+    discard: Vec<SkippedSeqno>,
+    /// The GTID position after the last kept transaction.
+    resume_gtid: GtidPos,
+    /// The queue's next seqno (the new master's first transaction).
+    first_seqno: Seqno,
+}
+
+/// Reads the queue after `applied` (whose GTID position is
+/// `applied_gtid`): keeps the transactions `master_gtid` holds, up to the
+/// first it lacks, and discards from there to the end.
+fn plan_queue(
+    config: &crate::config::Config,
+    applied: Option<Seqno>,
+    applied_gtid: &GtidPos,
+    master_gtid: &GtidPos,
+) -> Result<QueuePlan, ServiceError> {
+    let queue = TransactionQueue::open(QueueOptions::from_config(&config.queue))
+        .map_err(|e| failed(format!("source set: the queue: {e}")))?;
+    let first_seqno = queue.next_seqno();
+    let mut plan = QueuePlan {
+        kept_through: None,
+        discard: Vec::new(),
+        resume_gtid: applied_gtid.clone(),
+        first_seqno,
+    };
+    let start = match applied {
+        Some(a) => a.next(),
+        None => queue.min_seqno().unwrap_or(first_seqno),
+    };
+    if start < first_seqno {
+        let mut reader = queue.reader_from(start).map_err(|e| {
+            failed(format!(
+                "source set: reading the queue from seqno {start}: {e}"
+            ))
+        })?;
+        let mut lacking = false;
+        while let Some((txn, progress)) = reader
+            .try_next_with_progress()
+            .map_err(|e| failed(format!("source set: reading the queue: {e}")))?
+        {
+            if !lacking && txn.gtid.is_some_and(|g| master_gtid.contains(&g)) {
+                plan.kept_through = Some(txn.seqno);
+                plan.resume_gtid = progress.gtid_position;
+                continue;
+            }
+            lacking = true;
+            plan.discard.push(SkippedSeqno {
+                seqno: txn.seqno,
+                event_id: txn.end_position.to_string(),
+                shard_id: txn.shard.clone(),
+            });
+        }
+    }
+    queue
+        .close()
+        .map_err(|e| failed(format!("source set: closing the queue: {e}")))?;
+    Ok(plan)
+}

@@ -1,0 +1,445 @@
+//! The service's source master after a master failover (issue 20):
+//! `shardrepctl source set` switches the service to another master of the
+//! same replication topology (a promoted replica), and the catalog's
+//! source table ([`crate::catalog::SOURCE_TABLE`]) keeps that master, so
+//! every later start reads from it: the configuration's `[source]` is the
+//! default only.
+//!
+//! The row also says where extraction resumes on the new master: the
+//! queue's next seqno at the switch (`first_seqno`) and the GTID position
+//! after the last transaction kept in the queue (`resume_gtid`). While the
+//! queue's next seqno is still `first_seqno` (nothing was read from the
+//! new master yet) an extraction starts there by GTID
+//! ([`crate::extractor::reader::ExtractStart::Gtid`]); once a transaction
+//! of the new master is stored, the queue's own progress (a binlog
+//! position of the new master) says where. Transactions with seqnos below
+//! `first_seqno` were read from the previous master (`previous`): their
+//! `event_id`s in the queue and in the restart rows are positions in its
+//! binlog.
+//!
+//! The errant-transaction check ([`missing_on`]) compares GTID positions
+//! domain by domain, as MariaDB's GTID replication does (MariaDB KB,
+//! "Global Transaction ID": within a domain, sequence numbers increase
+//! whatever the server id).
+
+use std::fmt;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+use crate::applier::skipped::SkippedSeqno;
+use crate::catalog::{self, SOURCE_TABLE, TABLE_EXISTS};
+use crate::config::{Config, SourceEndpoint};
+use crate::position::{Gtid, GtidPos, Seqno};
+
+/// The source master stored by a switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSource {
+    /// The master's host name or address.
+    pub host: String,
+    /// Its TCP port.
+    pub port: u16,
+    /// The user shardrep reads its binlog as (the configuration's
+    /// password is used).
+    pub user: String,
+    /// The server id shardrep announces to it.
+    pub server_id: u32,
+    /// `host:port` of the source before the switch.
+    pub previous: String,
+    /// Where extraction resumes on this master, while nothing of it is
+    /// stored yet; `None` when the queue held nothing at the switch (or
+    /// a handback or reset removed the queue since).
+    pub resume: Option<SwitchResume>,
+    /// Seqnos of the queue recorded as skipped at the switch (never
+    /// applied: the new master lacks them), as ranges; empty when none.
+    pub discarded: String,
+    /// When the switch was stored (UTC, `YYYY-MM-DD HH:MM:SS.ffffff`);
+    /// empty before it is.
+    pub switched_at: String,
+}
+
+/// Where extraction resumes on a source switched to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwitchResume {
+    /// The queue's next seqno at the switch: the first transaction read
+    /// from the new master gets it.
+    pub first_seqno: Seqno,
+    /// The GTID position after the last transaction kept in the queue
+    /// (every domain), where the new master's binlog is read from.
+    pub gtid: GtidPos,
+}
+
+impl StoredSource {
+    /// `host:port`.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// `config` with this master as its live source (host, port, user,
+    /// server id; the password and every other key as configured). A
+    /// configuration whose source is a binlog directory is returned as
+    /// it is (a switch needs a live source).
+    pub fn apply(&self, config: &Config) -> Config {
+        let mut config = config.clone();
+        if let SourceEndpoint::Live(live) = &mut config.source.endpoint {
+            live.host.clone_from(&self.host);
+            live.port = self.port;
+            live.user.clone_from(&self.user);
+            live.server_id = self.server_id;
+        }
+        config
+    }
+}
+
+/// Errors of the source table.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The server refused a statement.
+    #[error(
+        "source table {catalog}.{SOURCE_TABLE}: {}",
+        crate::mysql::ErrorText(cause)
+    )]
+    Sql {
+        /// Catalog schema.
+        catalog: String,
+        /// The server's error.
+        cause: mysql_async::Error,
+    },
+    /// A stored value is not what shardrep writes (edited by hand).
+    #[error("source table {catalog}.{SOURCE_TABLE}: {column} {value:?} {reason}")]
+    Value {
+        /// Catalog schema.
+        catalog: String,
+        /// The column.
+        column: &'static str,
+        /// Its text.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
+}
+
+fn sql(catalog: &str) -> impl Fn(mysql_async::Error) -> SourceError + '_ {
+    move |cause| SourceError::Sql {
+        catalog: catalog.to_string(),
+        cause,
+    }
+}
+
+type SourceRow = (
+    String,
+    u16,
+    String,
+    u32,
+    String,
+    Option<u64>,
+    String,
+    String,
+    String,
+);
+
+/// The stored source; `None` when no switch was stored (the table does
+/// not exist or is empty).
+///
+/// # Errors
+/// [`SourceError::Sql`]; [`SourceError::Value`] for a `resume_gtid` that
+/// is not a GTID position.
+pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Option<StoredSource>, SourceError> {
+    let exists: Option<u64> = conn
+        .exec_first(TABLE_EXISTS, (catalog, SOURCE_TABLE))
+        .await
+        .map_err(sql(catalog))?;
+    if exists != Some(1) {
+        return Ok(None);
+    }
+    let row: Option<SourceRow> = conn
+        .query_first(catalog::source_select(catalog))
+        .await
+        .map_err(sql(catalog))?;
+    let Some((host, port, user, server_id, previous, first, gtid, discarded, switched_at)) = row
+    else {
+        return Ok(None);
+    };
+    let resume = match first {
+        None => None,
+        Some(first) => Some(SwitchResume {
+            first_seqno: Seqno(first),
+            gtid: gtid.parse().map_err(|e| SourceError::Value {
+                catalog: catalog.to_string(),
+                column: "resume_gtid",
+                value: gtid.clone(),
+                reason: format!("is not a MariaDB GTID position: {e}"),
+            })?,
+        }),
+    };
+    Ok(Some(StoredSource {
+        host,
+        port,
+        user,
+        server_id,
+        previous,
+        resume,
+        discarded,
+        switched_at,
+    }))
+}
+
+/// Stores `source` and records `discard` as skipped seqnos, in one
+/// transaction (without binary logging: the decision is this replica's
+/// own), so that a crash leaves either the switch whole or nothing of it.
+///
+/// # Errors
+/// [`SourceError::Sql`]; nothing is stored then.
+pub async fn write(
+    conn: &mut Conn,
+    catalog: &str,
+    source: &StoredSource,
+    discard: &[SkippedSeqno],
+) -> Result<(), SourceError> {
+    let err = sql(catalog);
+    conn.query_drop("SET SESSION sql_log_bin = 0")
+        .await
+        .map_err(&err)?;
+    let result = async {
+        // DDL commits by itself: before the transaction.
+        conn.query_drop(catalog::source_create(catalog)).await?;
+        conn.query_drop(catalog::skipped_create(catalog)).await?;
+        conn.query_drop("START TRANSACTION").await?;
+        conn.exec_drop(
+            catalog::source_replace(catalog),
+            (
+                source.host.as_str(),
+                source.port,
+                source.user.as_str(),
+                source.server_id,
+                source.previous.as_str(),
+                source.resume.as_ref().map(|r| r.first_seqno.get()),
+                source
+                    .resume
+                    .as_ref()
+                    .map(|r| r.gtid.to_string())
+                    .unwrap_or_default(),
+                source.discarded.as_str(),
+            ),
+        )
+        .await?;
+        for s in discard {
+            conn.exec_drop(
+                catalog::skipped_insert(catalog),
+                (s.seqno.get(), s.event_id.as_str(), s.shard_id.as_str()),
+            )
+            .await?;
+        }
+        conn.query_drop("COMMIT").await
+    }
+    .await;
+    if result.is_err() {
+        let _ = conn.query_drop("ROLLBACK").await;
+    }
+    let reset = conn.query_drop("SET SESSION sql_log_bin = DEFAULT").await;
+    result.map_err(&err)?;
+    reset.map_err(&err)
+}
+
+/// Forgets where extraction resumes (the queue is gone: a handback or a
+/// reset); the stored source stays the service's source.
+///
+/// # Errors
+/// [`SourceError::Sql`].
+pub async fn clear_resume(conn: &mut Conn, catalog: &str) -> Result<(), SourceError> {
+    let exists: Option<u64> = conn
+        .exec_first(TABLE_EXISTS, (catalog, SOURCE_TABLE))
+        .await
+        .map_err(sql(catalog))?;
+    if exists != Some(1) {
+        return Ok(());
+    }
+    conn.query_drop(format!(
+        "SET SESSION sql_log_bin = 0; {}; SET SESSION sql_log_bin = DEFAULT",
+        catalog::source_clear_resume(catalog)
+    ))
+    .await
+    .map_err(sql(catalog))
+}
+
+/// The stored source of `config`'s service, read from its replica;
+/// `None` when none is stored, or for an extractor-role service (no
+/// replica).
+///
+/// # Errors
+/// The replica cannot be connected to, or as [`read`].
+pub async fn read_for(config: &Config) -> Result<Option<StoredSource>, String> {
+    if config.service.role == crate::config::Role::Extractor {
+        return Ok(None);
+    }
+    let mut conn = Conn::new(super::replica_opts(config)).await.map_err(|e| {
+        format!(
+            "cannot connect to the replica {}:{}: {}",
+            config.replica.host,
+            config.replica.port,
+            crate::mysql::ErrorText(&e)
+        )
+    })?;
+    let stored = read(&mut conn, &config.catalog_schema())
+        .await
+        .map_err(|e| e.to_string());
+    let _ = conn.disconnect().await;
+    stored
+}
+
+/// Transactions of one domain that a GTID position holds and a master
+/// lacks: sequence numbers `first..=last` of `domain`, the last of them
+/// written by `server_id` (MariaDB numbers a domain's transactions in one
+/// sequence whatever server writes them, so the range is exact in
+/// sequence numbers; the server id is that of the last one known).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissingRange {
+    /// The replication domain.
+    pub domain: u32,
+    /// Server id of the last transaction of the range.
+    pub server_id: u32,
+    /// First missing sequence number.
+    pub first: u64,
+    /// Last missing sequence number.
+    pub last: u64,
+}
+
+impl MissingRange {
+    /// How many transactions the range names.
+    pub fn count(&self) -> u64 {
+        self.last - self.first + 1
+    }
+}
+
+impl fmt::Display for MissingRange {
+    /// `D-S-F..D-S-L`, or `D-S-F` for one transaction.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let first = Gtid::new(self.domain, self.server_id, self.first);
+        if self.first == self.last {
+            write!(f, "{first}")
+        } else {
+            let last = Gtid::new(self.domain, self.server_id, self.last);
+            write!(f, "{first}..{last}")
+        }
+    }
+}
+
+/// The transactions `held` has (a GTID position: the last transaction of
+/// each domain) that `master` (its `@@gtid_binlog_pos`) lacks: per domain
+/// where `held`'s sequence number is above the master's (or the master
+/// has no such domain), the range after the master's up to `held`'s.
+/// Domains the master has and `held` lacks are not errant (the master's
+/// own transactions). Domain order.
+pub fn missing_on(held: &GtidPos, master: &GtidPos) -> Vec<MissingRange> {
+    held.iter()
+        .filter(|g| !master.contains(g))
+        .map(|g| MissingRange {
+            domain: g.domain_id,
+            server_id: g.server_id,
+            first: master.get(g.domain_id).map_or(1, |m| m.seq_no + 1),
+            last: g.seq_no,
+        })
+        .collect()
+}
+
+/// `ranges` as `A, B and C`.
+pub fn ranges_text(ranges: &[MissingRange]) -> String {
+    let items: Vec<String> = ranges.iter().map(ToString::to_string).collect();
+    match items.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(text: &str) -> GtidPos {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn nothing_missing_when_the_master_is_at_or_beyond_every_domain() {
+        assert!(missing_on(&pos("0-1-10"), &pos("0-1-10")).is_empty());
+        // Promoted replica wrote on: another server id, a higher seqno.
+        assert!(missing_on(&pos("0-1-10"), &pos("0-2-15")).is_empty());
+        // A domain of the master's own.
+        assert!(missing_on(&pos("0-1-10"), &pos("0-1-10,7-2-3")).is_empty());
+        assert!(missing_on(&pos(""), &pos("0-1-1")).is_empty());
+    }
+
+    #[test]
+    fn missing_ranges_name_domain_server_and_seqnos() {
+        let missing = missing_on(&pos("0-1-1210,1-5-7"), &pos("0-1-1200,1-5-7"));
+        assert_eq!(
+            missing,
+            vec![MissingRange {
+                domain: 0,
+                server_id: 1,
+                first: 1201,
+                last: 1210
+            }]
+        );
+        assert_eq!(missing[0].to_string(), "0-1-1201..0-1-1210");
+        assert_eq!(missing[0].count(), 10);
+        let one = missing_on(&pos("0-1-8"), &pos("0-1-7"));
+        assert_eq!(one[0].to_string(), "0-1-8");
+        // A domain the master never saw: from its first transaction.
+        let absent = missing_on(&pos("0-1-8,3-9-4"), &pos("0-1-8"));
+        assert_eq!(ranges_text(&absent), "3-9-1..3-9-4");
+        let two = missing_on(&pos("0-1-8,3-9-4"), &pos("0-1-6"));
+        assert_eq!(ranges_text(&two), "0-1-7..0-1-8 and 3-9-1..3-9-4");
+    }
+
+    #[test]
+    fn a_stored_source_replaces_the_live_endpoint_only() {
+        let config = Config::from_toml_str(
+            r#"
+[service]
+name = "sjc"
+[source]
+kind = "live"
+host = "old"
+port = 3306
+user = "u"
+password = "secret"
+server_id = 77
+[replica]
+host = "r"
+user = "u"
+password = "p"
+[queue]
+dir = "/tmp/q"
+[control]
+socket = "/tmp/q.sock"
+"#,
+            "test.toml",
+        )
+        .unwrap();
+        let stored = StoredSource {
+            host: "new".into(),
+            port: 3307,
+            user: "v".into(),
+            server_id: 78,
+            previous: "old:3306".into(),
+            resume: None,
+            discarded: String::new(),
+            switched_at: String::new(),
+        };
+        let switched = stored.apply(&config);
+        let live = switched.source.live().unwrap();
+        assert_eq!(
+            (
+                live.host.as_str(),
+                live.port,
+                live.user.as_str(),
+                live.server_id
+            ),
+            ("new", 3307, "v", 78)
+        );
+        assert_eq!(live.password.expose(), "secret");
+        assert_eq!(stored.address(), "new:3307");
+    }
+}
