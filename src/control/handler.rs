@@ -157,6 +157,7 @@ impl ControlHandler for ServiceHandler {
             "source": done.source,
             "sourceServerId": done.source_server_id,
             "masterGtidPos": done.master_gtid_pos.to_string(),
+            "masterGtidState": done.master_gtid_state.to_string(),
             "appliedSeqno": done.applied_seqno.map(Seqno::get),
             "appliedGtid": done.applied_gtid.to_string(),
             "keptThroughSeqno": done.kept_through.map(Seqno::get),

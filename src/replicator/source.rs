@@ -17,12 +17,19 @@
 //! `event_id`s in the queue and in the restart rows are positions in its
 //! binlog.
 //!
-//! The errant-transaction check ([`missing_on`]) compares GTID positions
-//! domain by domain, as MariaDB's GTID replication does (MariaDB KB,
-//! "Global Transaction ID": within a domain, sequence numbers increase
-//! whatever the server id).
+//! The errant-transaction check ([`missing_on`]) compares the GTID
+//! position the replica applied with the new master's
+//! `@@gtid_binlog_state` ([`BinlogState`]: the last GTID it binlogged for
+//! every domain and server id, MariaDB KB "gtid_binlog_state"): a
+//! transaction `D-S-N` is on the new master when its binlog holds a
+//! transaction of server S in domain D with a sequence number of N or
+//! more. Comparing per domain only (`@@gtid_binlog_pos`) would take a
+//! promoted replica's own new writes, which reuse the sequence numbers of
+//! the old master's lost tail in the same domain, for that tail.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::str::FromStr;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -30,7 +37,7 @@ use mysql_async::Conn;
 use crate::applier::skipped::SkippedSeqno;
 use crate::catalog::{self, SOURCE_TABLE, TABLE_EXISTS};
 use crate::config::{Config, SourceEndpoint};
-use crate::position::{Gtid, GtidPos, Seqno};
+use crate::position::{Gtid, GtidPos, PositionError, Seqno};
 
 /// The source master stored by a switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -287,6 +294,73 @@ pub async fn read_for(config: &Config) -> Result<Option<StoredSource>, String> {
     stored
 }
 
+/// A master's `@@gtid_binlog_state`: the last GTID it binlogged for
+/// each domain and server id (comma-separated `D-S-N`, one per pair).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BinlogState {
+    last: BTreeMap<(u32, u32), u64>,
+}
+
+impl BinlogState {
+    /// Whether the master's binlog holds `gtid`: a transaction of its
+    /// server in its domain with its sequence number or a higher one.
+    pub fn holds(&self, gtid: &Gtid) -> bool {
+        self.last
+            .get(&(gtid.domain_id, gtid.server_id))
+            .is_some_and(|&n| n >= gtid.seq_no)
+    }
+
+    /// The highest sequence number of `domain`, whatever the server.
+    fn domain_last(&self, domain: u32) -> Option<u64> {
+        self.last
+            .iter()
+            .filter(|((d, _), _)| *d == domain)
+            .map(|(_, &n)| n)
+            .max()
+    }
+
+    /// Whether the state is empty (a master that binlogged nothing).
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+}
+
+impl fmt::Display for BinlogState {
+    /// `D-S-N,...` in domain and server order; empty when empty.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, ((d, s), n)) in self.last.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}", Gtid::new(*d, *s, *n))?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for BinlogState {
+    type Err = PositionError;
+
+    /// Parses `@@gtid_binlog_state`: comma-separated GTIDs, whitespace
+    /// around items ignored, an empty text the empty state; a pair given
+    /// twice keeps its highest sequence number.
+    ///
+    /// # Errors
+    /// [`PositionError`] for an item that is not a GTID.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut state = BinlogState::default();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            // One item as a position: the crate's GTID parser and errors.
+            let pos: GtidPos = item.parse()?;
+            for g in pos.iter() {
+                let n = state.last.entry((g.domain_id, g.server_id)).or_insert(0);
+                *n = (*n).max(g.seq_no);
+            }
+        }
+        Ok(state)
+    }
+}
+
 /// Transactions of one domain that a GTID position holds and a master
 /// lacks: sequence numbers `first..=last` of `domain`, the last of them
 /// written by `server_id` (MariaDB numbers a domain's transactions in one
@@ -325,19 +399,30 @@ impl fmt::Display for MissingRange {
 }
 
 /// The transactions `held` has (a GTID position: the last transaction of
-/// each domain) that `master` (its `@@gtid_binlog_pos`) lacks: per domain
-/// where `held`'s sequence number is above the master's (or the master
-/// has no such domain), the range after the master's up to `held`'s.
-/// Domains the master has and `held` lacks are not errant (the master's
-/// own transactions). Domain order.
-pub fn missing_on(held: &GtidPos, master: &GtidPos) -> Vec<MissingRange> {
+/// each domain) that `master` (its `@@gtid_binlog_state`) lacks: for each
+/// of `held`'s GTIDs `D-S-N` the master does not hold, the range from
+/// after the master's last transaction of server S in domain D up to N;
+/// when the master has no transaction of server S in domain D, from after
+/// its last of domain D if that is below N, else from 1. Domains the
+/// master has and `held` lacks are not errant (the master's own
+/// transactions). Domain order.
+pub fn missing_on(held: &GtidPos, master: &BinlogState) -> Vec<MissingRange> {
     held.iter()
-        .filter(|g| !master.contains(g))
-        .map(|g| MissingRange {
-            domain: g.domain_id,
-            server_id: g.server_id,
-            first: master.get(g.domain_id).map_or(1, |m| m.seq_no + 1),
-            last: g.seq_no,
+        .filter(|g| !master.holds(g))
+        .map(|g| {
+            let after = match master.last.get(&(g.domain_id, g.server_id)) {
+                Some(&n) => n,
+                None => master
+                    .domain_last(g.domain_id)
+                    .filter(|&n| n < g.seq_no)
+                    .unwrap_or(0),
+            };
+            MissingRange {
+                domain: g.domain_id,
+                server_id: g.server_id,
+                first: after + 1,
+                last: g.seq_no,
+            }
         })
         .collect()
 }
@@ -360,19 +445,43 @@ mod tests {
         text.parse().unwrap()
     }
 
+    fn state(text: &str) -> BinlogState {
+        text.parse().unwrap()
+    }
+
     #[test]
-    fn nothing_missing_when_the_master_is_at_or_beyond_every_domain() {
-        assert!(missing_on(&pos("0-1-10"), &pos("0-1-10")).is_empty());
-        // Promoted replica wrote on: another server id, a higher seqno.
-        assert!(missing_on(&pos("0-1-10"), &pos("0-2-15")).is_empty());
+    fn binlog_state_parses_and_prints_pairs() {
+        let s = state(" 0-2-15, 0-1-10,1-1-3");
+        assert_eq!(s.to_string(), "0-1-10,0-2-15,1-1-3");
+        assert!(s.holds(&Gtid::new(0, 1, 10)));
+        assert!(!s.holds(&Gtid::new(0, 1, 11)));
+        assert!(!s.holds(&Gtid::new(0, 3, 1)));
+        assert!(state("").is_empty());
+        assert!("0-1".parse::<BinlogState>().is_err());
+    }
+
+    #[test]
+    fn nothing_missing_when_the_master_holds_every_domain() {
+        assert!(missing_on(&pos("0-1-10"), &state("0-1-10")).is_empty());
+        // Promoted replica wrote on: the old master's last, then its own.
+        assert!(missing_on(&pos("0-1-10"), &state("0-1-10,0-2-15")).is_empty());
         // A domain of the master's own.
-        assert!(missing_on(&pos("0-1-10"), &pos("0-1-10,7-2-3")).is_empty());
-        assert!(missing_on(&pos(""), &pos("0-1-1")).is_empty());
+        assert!(missing_on(&pos("0-1-10"), &state("0-1-10,7-2-3")).is_empty());
+        assert!(missing_on(&pos(""), &state("0-1-1")).is_empty());
+    }
+
+    #[test]
+    fn the_promoted_replicas_own_writes_do_not_hide_the_lost_tail() {
+        // The replica applied 0-1-8..0-1-10 that the promoted replica
+        // never received; it then wrote 0-2-8 and 0-2-9 itself.
+        let missing = missing_on(&pos("0-1-10"), &state("0-1-7,0-2-9"));
+        assert_eq!(ranges_text(&missing), "0-1-8..0-1-10");
+        assert_eq!(missing[0].count(), 3);
     }
 
     #[test]
     fn missing_ranges_name_domain_server_and_seqnos() {
-        let missing = missing_on(&pos("0-1-1210,1-5-7"), &pos("0-1-1200,1-5-7"));
+        let missing = missing_on(&pos("0-1-1210,1-5-7"), &state("0-1-1200,1-5-7"));
         assert_eq!(
             missing,
             vec![MissingRange {
@@ -384,13 +493,16 @@ mod tests {
         );
         assert_eq!(missing[0].to_string(), "0-1-1201..0-1-1210");
         assert_eq!(missing[0].count(), 10);
-        let one = missing_on(&pos("0-1-8"), &pos("0-1-7"));
+        let one = missing_on(&pos("0-1-8"), &state("0-1-7"));
         assert_eq!(one[0].to_string(), "0-1-8");
         // A domain the master never saw: from its first transaction.
-        let absent = missing_on(&pos("0-1-8,3-9-4"), &pos("0-1-8"));
+        let absent = missing_on(&pos("0-1-8,3-9-4"), &state("0-1-8"));
         assert_eq!(ranges_text(&absent), "3-9-1..3-9-4");
-        let two = missing_on(&pos("0-1-8,3-9-4"), &pos("0-1-6"));
+        let two = missing_on(&pos("0-1-8,3-9-4"), &state("0-1-6"));
         assert_eq!(ranges_text(&two), "0-1-7..0-1-8 and 3-9-1..3-9-4");
+        // No transaction of server 1 in a domain whose last is below.
+        let below = missing_on(&pos("0-1-8"), &state("0-2-5"));
+        assert_eq!(ranges_text(&below), "0-1-6..0-1-8");
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! replication topology (a master failover, issue 20), by GTID.
 //!
 //! 1. The new master is checked as a takeover checks a master (`log_bin`,
-//!    `binlog_format`, row image) and its `@@gtid_binlog_pos` read.
+//!    `binlog_format`, row image) and its `@@gtid_binlog_state` read (the
+//!    last GTID of each domain and server id in its binlog).
 //! 2. A running service goes offline cleanly, before the first queued
 //!    transaction the new master lacks (`offline --at-seqno` the one
 //!    before it), or after everything queued when it has them all.
 //! 3. Offline, with every restart row at one seqno A (a clean stop): the
-//!    GTID position applied up to A is compared with the new master's, per
-//!    domain ([`missing_on`]). If the replica holds transactions the new
+//!    GTID position applied up to A is compared with the new master's
+//!    binlog state ([`missing_on`]). If the replica holds transactions the new
 //!    master lacks (errant transactions: the old master's tail that never
 //!    reached the promoted replica) the switch is refused naming them;
 //!    nothing changes.
@@ -31,7 +32,9 @@ use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::Secret;
 use crate::position::{GtidPos, Seqno, SeqnoRanges};
 use crate::queue::{QueueOptions, TransactionQueue};
-use crate::replicator::source::{self, missing_on, ranges_text, StoredSource, SwitchResume};
+use crate::replicator::source::{
+    self, missing_on, ranges_text, BinlogState, StoredSource, SwitchResume,
+};
 use crate::replicator::state::State;
 
 /// How often a switch looks whether the service has gone offline.
@@ -63,6 +66,8 @@ pub struct SourceSwitched {
     pub source_server_id: u32,
     /// The new master's `@@gtid_binlog_pos` when checked.
     pub master_gtid_pos: GtidPos,
+    /// The new master's `@@gtid_binlog_state` when checked.
+    pub master_gtid_state: BinlogState,
     /// The seqno every channel had applied (`None`: nothing applied).
     pub applied_seqno: Option<Seqno>,
     /// The GTID position applied up to it.
@@ -122,12 +127,12 @@ impl Service {
             discarded: String::new(),
             switched_at: String::new(),
         };
-        let (master_gtid, master_server_id) = new_master(&candidate, &live.password)?;
+        let master = new_master(&candidate, &live.password)?;
         let was_running = self.lock().run.is_some();
         if was_running {
-            self.stop_for_switch(&master_gtid, request.timeout)?;
+            self.stop_for_switch(&master.state, request.timeout)?;
         }
-        let mut done = self.switch_offline(candidate, master_gtid, master_server_id)?;
+        let mut done = self.switch_offline(candidate, master)?;
         if was_running {
             done.state = self.go_online(None, None)?;
         }
@@ -138,7 +143,7 @@ impl Service {
     /// transaction `master_gtid` lacks, or after the last queued.
     fn stop_for_switch(
         &self,
-        master_gtid: &GtidPos,
+        master_state: &BinlogState,
         timeout: Duration,
     ) -> Result<(), ServiceError> {
         let lacking = self.running_queue().and_then(|queue| {
@@ -152,7 +157,7 @@ impl Service {
                     .get(Seqno(s))
                     .ok()
                     .flatten()
-                    .is_some_and(|t| !t.gtid.is_some_and(|g| master_gtid.contains(&g)))
+                    .is_some_and(|t| !t.gtid.is_some_and(|g| master_state.holds(&g)))
             })
         });
         let at = lacking.and_then(|k| k.checked_sub(1));
@@ -199,8 +204,7 @@ impl Service {
     fn switch_offline(
         &self,
         mut candidate: StoredSource,
-        master_gtid: GtidPos,
-        master_server_id: u32,
+        master: NewMaster,
     ) -> Result<SourceSwitched, ServiceError> {
         let mut inner = self.lock();
         let state = inner.machine.state();
@@ -241,8 +245,9 @@ impl Service {
             let mut done = SourceSwitched {
                 previous: candidate.previous.clone(),
                 source: new_address.clone(),
-                source_server_id: master_server_id,
-                master_gtid_pos: master_gtid.clone(),
+                source_server_id: master.server_id,
+                master_gtid_pos: master.gtid_pos.clone(),
+                master_gtid_state: master.state.clone(),
                 applied_seqno: None,
                 applied_gtid: GtidPos::new(),
                 kept_through: None,
@@ -260,13 +265,13 @@ impl Service {
                          switch resumes on the new master by GTID",
                     )
                 })?;
-                let missing = missing_on(&applied_gtid, &master_gtid);
+                let missing = missing_on(&applied_gtid, &master.state);
                 if !missing.is_empty() {
                     let count: u64 = missing.iter().map(|m| m.count()).sum();
                     return Err(ServiceError::illegal_state(format!(
                         "source set refused: the replica applied {count} transaction(s) that \
                          the new master {new_address} lacks: {} (the replica is at {applied_gtid}, \
-                         the new master's gtid_binlog_pos is {}). Nothing is switched. They are \
+                         the new master's gtid_binlog_state is {}). Nothing is switched. They are \
                          the old master's transactions that never reached the promoted replica \
                          (errant on this replica). Either apply them to the new master (from \
                          the old master's binlog, e.g. mariadb-binlog --start-position of the \
@@ -274,16 +279,16 @@ impl Service {
                          or re-seed this replica from the new master and `shardrepctl reset \
                          --confirm {name}`",
                         ranges_text(&missing),
-                        if master_gtid.is_empty() {
+                        if master.state.is_empty() {
                             "empty".to_string()
                         } else {
-                            master_gtid.to_string()
+                            master.state.to_string()
                         }
                     )));
                 }
                 done.applied_seqno = applied;
                 done.applied_gtid = applied_gtid.clone();
-                let plan = plan_queue(&config, applied, &applied_gtid, &master_gtid)?;
+                let plan = plan_queue(&config, applied, &applied_gtid, &master.state)?;
                 done.kept_through = plan.kept_through;
                 done.resume_gtid = Some(plan.resume_gtid.clone());
                 done.first_seqno = Some(plan.first_seqno);
@@ -326,9 +331,19 @@ impl Service {
     }
 }
 
-/// The new master's `@@gtid_binlog_pos` and `@@server_id`, after the
-/// checks of a takeover's master ([`crate::replica::check_master`]).
-fn new_master(candidate: &StoredSource, password: &Secret) -> Result<(GtidPos, u32), ServiceError> {
+/// What a switch reads of the new master.
+struct NewMaster {
+    /// `@@server_id`.
+    server_id: u32,
+    /// `@@gtid_binlog_pos`.
+    gtid_pos: GtidPos,
+    /// `@@gtid_binlog_state`.
+    state: BinlogState,
+}
+
+/// The new master's GTID state and server id, after the checks of a
+/// takeover's master ([`crate::replica::check_master`]).
+fn new_master(candidate: &StoredSource, password: &Secret) -> Result<NewMaster, ServiceError> {
     block_on(async {
         let what = |e: crate::replica::ReplicaError| {
             failed(format!(
@@ -348,8 +363,31 @@ fn new_master(candidate: &StoredSource, password: &Secret) -> Result<(GtidPos, u
         let facts = crate::replica::check_master(&mut conn)
             .await
             .map_err(what)?;
+        let state: Option<String> = mysql_async::prelude::Queryable::query_first(
+            &mut conn,
+            "SELECT @@GLOBAL.gtid_binlog_state",
+        )
+        .await
+        .map_err(|e| {
+            failed(format!(
+                "source set: the new master {}: SELECT @@GLOBAL.gtid_binlog_state: {}",
+                candidate.address(),
+                crate::mysql::ErrorText(&e)
+            ))
+        })?;
+        let state = state.unwrap_or_default();
+        let state = state.parse().map_err(|e| {
+            failed(format!(
+                "source set: the new master {}: gtid_binlog_state {state:?}: {e}",
+                candidate.address()
+            ))
+        })?;
         let _ = conn.disconnect().await;
-        Ok((facts.gtid_binlog_pos, facts.server_id))
+        Ok(NewMaster {
+            server_id: facts.server_id,
+            gtid_pos: facts.gtid_binlog_pos,
+            state,
+        })
     })?
 }
 
@@ -367,13 +405,13 @@ struct QueuePlan {
 }
 
 /// Reads the queue after `applied` (whose GTID position is
-/// `applied_gtid`): keeps the transactions `master_gtid` holds, up to the
+/// `applied_gtid`): keeps the transactions `master` holds, up to the
 /// first it lacks, and discards from there to the end.
 fn plan_queue(
     config: &crate::config::Config,
     applied: Option<Seqno>,
     applied_gtid: &GtidPos,
-    master_gtid: &GtidPos,
+    master: &BinlogState,
 ) -> Result<QueuePlan, ServiceError> {
     let queue = TransactionQueue::open(QueueOptions::from_config(&config.queue))
         .map_err(|e| failed(format!("source set: the queue: {e}")))?;
@@ -399,7 +437,7 @@ fn plan_queue(
             .try_next_with_progress()
             .map_err(|e| failed(format!("source set: reading the queue: {e}")))?
         {
-            if !lacking && txn.gtid.is_some_and(|g| master_gtid.contains(&g)) {
+            if !lacking && txn.gtid.is_some_and(|g| master.holds(&g)) {
                 plan.kept_through = Some(txn.seqno);
                 plan.resume_gtid = progress.gtid_position;
                 continue;
