@@ -1,0 +1,709 @@
+//! Issue 20: following a master failover with `shardrepctl source set`.
+//!
+//! Topology: a master, replica 1 replicating natively (the one promoted),
+//! replica 2 applied by shardrep (taken over from native replication). A
+//! writer loop runs transactions (an insert and an update of an earlier
+//! row each) against whichever server is the master. Checked, each on a
+//! fresh sandbox:
+//!
+//! - the master shut down cleanly, replica 1 promoted (`STOP SLAVE; RESET
+//!   SLAVE ALL`) and written to, the running service switched to it: the
+//!   load goes on, replica 2 ends with exactly the rows of the new master,
+//!   no error; then `offline --handback --start-slave` points native
+//!   replication at the new master (`Last_SQL_Errno`/`Last_IO_Errno` 0) and
+//!   new writes reach replica 2 natively;
+//! - the master killed (`kill -9`), and shardrep killed (`kill -9`) as
+//!   soon as the switch is stored in the catalog: a restart reads from the
+//!   new master and ends equal;
+//! - replica 1's IO thread stopped while the master writes 3 more
+//!   transactions that shardrep applies, then the master killed and
+//!   replica 1 promoted and written to: `source set` is refused naming
+//!   exactly those 3 GTIDs, and nothing is applied from the new master.
+//!
+//! The tests break the topology (a dead master, a promoted replica), so
+//! they run on a sandbox of their own, created afresh for each test and
+//! removed after it: `FAILOVER_SANDBOX_DIR` (default: the sandbox
+//! directory of `conf/sandbox.env` or the environment, plus `-failover`)
+//! and `FAILOVER_MASTER_PORT` (default: `SANDBOX_MASTER_PORT` + 40;
+//! replicas on the next two ports). `FAILOVER_KEEP=1` keeps it after a
+//! test. The tests run one at a time.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::service::{ctl, ctl_ok, status, wait_for_socket, ServiceSpec, ShardrepProcess};
+use common::{quote_ident, Sandbox, Server};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder};
+use serde_json::Value;
+
+/// The replica promoted to master.
+const NEW_MASTER: Server = Server::Replica(1);
+/// The replica shardrep applies to.
+const TARGET: Server = Server::Replica(2);
+
+/// One test at a time on the failover sandbox.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `conf/sandbox.env`'s value of `key`, the environment winning.
+fn setting(key: &str) -> String {
+    if let Ok(v) = std::env::var(key) {
+        return v;
+    }
+    let text = std::fs::read_to_string(root().join("conf/sandbox.env")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("conf/sandbox.env lacks {key}"))
+        .to_string()
+}
+
+/// The failover sandbox's directory and master port.
+fn failover_place() -> (PathBuf, u16) {
+    let dir = std::env::var("FAILOVER_SANDBOX_DIR")
+        .unwrap_or_else(|_| format!("{}-failover", setting("SHARDREP_SANDBOX_DIR")));
+    let port = std::env::var("FAILOVER_MASTER_PORT")
+        .ok()
+        .map(|p| p.parse().expect("FAILOVER_MASTER_PORT"))
+        .unwrap_or_else(|| {
+            setting("SANDBOX_MASTER_PORT")
+                .parse::<u16>()
+                .expect("SANDBOX_MASTER_PORT")
+                + 40
+        });
+    (PathBuf::from(dir), port)
+}
+
+/// Runs `scripts/sandbox.sh args` on the failover sandbox; panics with
+/// its output when it fails.
+fn sandbox_script(args: &[&str]) {
+    let (dir, port) = failover_place();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/sandbox.sh"))
+        .args(args)
+        .env("SHARDREP_SANDBOX_DIR", &dir)
+        .env("SANDBOX_MASTER_PORT", port.to_string())
+        .env("SANDBOX_REPLICA_USE_GTID", "slave_pos")
+        .env("SANDBOX_REPLICA_LOG_BIN", "ON")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/sandbox.sh");
+    assert!(
+        out.status.success(),
+        "scripts/sandbox.sh {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A fresh failover sandbox (master + 2 native replicas), removed when
+/// dropped (unless `FAILOVER_KEEP` is set).
+struct Topology {
+    sb: Sandbox,
+}
+
+impl Topology {
+    fn fresh() -> Topology {
+        sandbox_script(&["destroy"]);
+        sandbox_script(&["up", "2"]);
+        let (dir, port) = failover_place();
+        Topology {
+            sb: Sandbox {
+                root: root(),
+                host: setting("SANDBOX_HOST"),
+                master_port: port,
+                user: setting("SANDBOX_USER"),
+                password: setting("SANDBOX_PASSWORD"),
+                dir,
+            },
+        }
+    }
+
+    /// The master's mariadbd pid.
+    fn master_pid(&self) -> i32 {
+        let text = std::fs::read_to_string(self.sb.dir.join("master/mariadbd.pid"))
+            .expect("the master's pid file");
+        text.trim().parse().expect("a pid")
+    }
+
+    /// Stops the master: `SHUTDOWN` (clean) or `kill -9`; returns once
+    /// the process is gone.
+    async fn stop_master(&self, crash: bool) {
+        let pid = self.master_pid();
+        if crash {
+            let killed = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+        } else {
+            let mut master = self.sb.connect(Server::Master).await;
+            master.query_drop("SHUTDOWN").await.expect("SHUTDOWN");
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < deadline, "the master did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Replica 1 becomes a master: `STOP SLAVE; RESET SLAVE ALL`.
+    async fn promote_replica1(&self) {
+        let mut r1 = self.sb.connect(NEW_MASTER).await;
+        r1.query_drop("STOP SLAVE").await.unwrap();
+        r1.query_drop("RESET SLAVE ALL").await.unwrap();
+        r1.query_drop("SET GLOBAL read_only = 0").await.unwrap();
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if std::env::var_os("FAILOVER_KEEP").is_none() {
+            let _ = std::panic::catch_unwind(|| sandbox_script(&["destroy"]));
+        }
+    }
+}
+
+async fn gtid_binlog_pos(sb: &Sandbox, server: Server) -> String {
+    sb.connect(server)
+        .await
+        .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits until `replica` has executed `source`'s binlog so far.
+async fn wait_caught_up(sb: &Sandbox, source: Server, replica: Server) {
+    let pos = gtid_binlog_pos(sb, source).await;
+    let waited: Option<i64> = sb
+        .connect(replica)
+        .await
+        .exec_first("SELECT MASTER_GTID_WAIT(?, 120)", (pos.clone(),))
+        .await
+        .unwrap();
+    assert_eq!(
+        waited,
+        Some(0),
+        "{} did not reach {pos} of {}",
+        replica.name(),
+        source.name()
+    );
+}
+
+/// A digest of `schema.t` (row count and an order-independent checksum).
+async fn digest(sb: &Sandbox, server: Server, schema: &str) -> (i64, String) {
+    sb.connect(server)
+        .await
+        .query_first(format!(
+            "SELECT COUNT(*), CONCAT(COALESCE(SUM(v), 0), '/', \
+             COALESCE(BIT_XOR(CRC32(CONCAT_WS(':', id, v, note))), 0)) FROM {}.t",
+            quote_ident(schema)
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits (at most 3 minutes) until replica 2 holds the rows of `source`,
+/// failing at once if the service goes OFFLINE:ERROR; then compares every
+/// row.
+async fn wait_equal(sb: &Sandbox, spec: &ServiceSpec, source: Server, schema: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let s = status(spec);
+        assert_ne!(s["state"], "OFFLINE:ERROR", "{s}");
+        let want = digest(sb, source, schema).await;
+        if digest(sb, TARGET, schema).await == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica 2 did not reach {} ({want:?}): {s}",
+            source.name()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows = common::assert_table_equal(sb, source, TARGET, schema, "t").await;
+    assert!(!rows.is_empty());
+}
+
+/// The writer loop: one transaction after another on the server at
+/// `port` (0: paused; `parked` is set once it holds no transaction).
+struct Writer {
+    port: Arc<AtomicU16>,
+    parked: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    handle: tokio::task::JoinHandle<u64>,
+}
+
+impl Writer {
+    fn start(sb: &Sandbox, schema: &str, server: Server) -> Writer {
+        let port = Arc::new(AtomicU16::new(sb.port(server)));
+        let parked = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (host, user, password) = (sb.host.clone(), sb.user.clone(), sb.password.clone());
+        let table = format!("{}.t", quote_ident(schema));
+        let handle = {
+            let (port, parked, stop) = (port.clone(), parked.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut conn: Option<Conn> = None;
+                let mut id = 0u64;
+                let mut committed = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let p = port.load(Ordering::Acquire);
+                    if p == 0 {
+                        if let Some(c) = conn.take() {
+                            let _ = c.disconnect().await;
+                        }
+                        parked.store(true, Ordering::Release);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    parked.store(false, Ordering::Release);
+                    if conn.is_none() {
+                        let opts = OptsBuilder::default()
+                            .ip_or_hostname(host.clone())
+                            .tcp_port(p)
+                            .user(Some(user.clone()))
+                            .pass(Some(password.clone()))
+                            .prefer_socket(false);
+                        match Conn::new(opts).await {
+                            Ok(c) => conn = Some(c),
+                            Err(_) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        }
+                    }
+                    // A new id per attempt: one that failed may have
+                    // committed on a master that then died.
+                    id += 1;
+                    let c = conn.as_mut().expect("connected");
+                    let done = async {
+                        c.query_drop("START TRANSACTION").await?;
+                        c.exec_drop(
+                            format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, ?)"),
+                            (id, format!("written on port {p}")),
+                        )
+                        .await?;
+                        c.exec_drop(
+                            format!("UPDATE {table} SET v = v + 1 WHERE id = ?"),
+                            (id * 7 % id.max(1) + id / 2,),
+                        )
+                        .await?;
+                        c.query_drop("COMMIT").await
+                    }
+                    .await;
+                    match done {
+                        Ok(()) => committed += 1,
+                        Err(_) => conn = None,
+                    }
+                    if port.load(Ordering::Acquire) != p {
+                        if let Some(c) = conn.take() {
+                            let _ = c.disconnect().await;
+                        }
+                    }
+                }
+                committed
+            })
+        };
+        Writer {
+            port,
+            parked,
+            stop,
+            handle,
+        }
+    }
+
+    /// Stops writing and waits until no transaction is open.
+    async fn pause(&self) {
+        self.port.store(0, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.parked.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "the writer did not pause");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Writes on to `server`.
+    fn resume(&self, sb: &Sandbox, server: Server) {
+        self.port.store(sb.port(server), Ordering::Release);
+    }
+
+    /// Stops the loop; returns how many transactions it committed.
+    async fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Release);
+        self.handle.await.expect("writer task")
+    }
+}
+
+/// Creates the test schema on the master and waits until both replicas
+/// have it; then starts shardrep taking replica 2 over; returns the
+/// service once ONLINE.
+async fn start_service(topo: &Topology, label: &str) -> (String, ServiceSpec, ShardrepProcess) {
+    let sb = &topo.sb;
+    let schema = common::unique_schema(label);
+    sb.connect(Server::Master)
+        .await
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {s}.t (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, \
+             note VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+            s = quote_ident(&schema)
+        ))
+        .await
+        .unwrap();
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    wait_caught_up(sb, Server::Master, TARGET).await;
+    // Replica 1's binlog coordinates differ from the master's, as they
+    // do in real topologies: only GTIDs name a point on both.
+    sb.connect(NEW_MASTER)
+        .await
+        .query_drop("FLUSH BINARY LOGS; FLUSH BINARY LOGS")
+        .await
+        .unwrap();
+    let mut spec = ServiceSpec::new(label, std::slice::from_ref(&schema), "takeover");
+    spec.sync_interval = 20;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, &process, "ONLINE");
+    (schema, spec, process)
+}
+
+fn wait_state(spec: &ServiceSpec, process: &ShardrepProcess, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = status(spec);
+        if s["state"] == state {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not {state}: {s}\n{}",
+            process.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `shardrepctl --json source set` to replica 1; the parsed answer.
+fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
+    let port = sb.port(NEW_MASTER).to_string();
+    let out = ctl_ok(
+        spec,
+        &[
+            "--json", "source", "set", "--host", &sb.host, "--port", &port,
+        ],
+    );
+    serde_json::from_str(&out).expect("source set JSON")
+}
+
+/// Polls `check` with a deadline.
+async fn eventually(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "foclean").await;
+    let writer = Writer::start(sb, &schema, Server::Master);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The failover tool: replica 1 has everything, the master goes.
+    writer.pause().await;
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    let old_gtid = gtid_binlog_pos(sb, Server::Master).await;
+    topo.stop_master(false).await;
+    topo.promote_replica1().await;
+    writer.resume(sb, NEW_MASTER);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let done = source_set(&spec, sb);
+    assert_eq!(
+        done["previous"],
+        format!("{}:{}", sb.host, sb.port(Server::Master))
+    );
+    assert_eq!(
+        done["source"],
+        format!("{}:{}", sb.host, sb.port(NEW_MASTER))
+    );
+    assert_eq!(done["sourceServerId"], 2);
+    // Everything shardrep read, replica 1 has: nothing discarded, and
+    // the old master's last transaction was applied before the switch.
+    assert_eq!(done["discardedSeqnos"], Value::Null, "{done}");
+    assert_eq!(done["appliedGtid"], old_gtid.as_str(), "{done}");
+    assert_eq!(done["resumeGtid"], old_gtid.as_str(), "{done}");
+    let first_seqno = done["firstSeqno"].as_u64().expect("a first seqno");
+    assert_eq!(done["appliedSeqno"].as_u64(), Some(first_seqno - 1));
+
+    // The load goes on on the new master; replica 2 follows it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let written = writer.finish().await;
+    assert!(written > 20, "the writer committed only {written}");
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    assert_eq!(s["sourceHost"], sb.host.as_str());
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER));
+    assert_eq!(s["sourceFirstSeqno"], first_seqno);
+    assert!(s["sourceSwitchedAt"].is_string(), "{s}");
+    assert!(
+        s["appliedLastSeqno"].as_u64().unwrap() >= first_seqno,
+        "{s}"
+    );
+    // The lag thread looks at the new master.
+    let new_gtid = gtid_binlog_pos(sb, NEW_MASTER).await;
+    eventually("status shows the new master's GTID position", 15, || {
+        status(&spec)["masterGtidPos"] == new_gtid.as_str()
+    })
+    .await;
+
+    // Handback: native replication from the new master.
+    ctl_ok(&spec, &["offline", "--handback", "--start-slave"]);
+    let mut replica = sb.connect(TARGET).await;
+    let slave = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .expect("replication configured");
+    assert_eq!(slave.master_host, sb.host);
+    assert_eq!(slave.master_port, sb.port(NEW_MASTER));
+    assert_eq!(slave.using_gtid, shardrep::replica::UsingGtid::SlavePos);
+    assert_eq!(
+        (slave.last_sql_errno, slave.last_io_errno),
+        (0, 0),
+        "{slave:?}"
+    );
+    let mut new_master = sb.connect(NEW_MASTER).await;
+    for id in 1_000_000..1_000_020u64 {
+        new_master
+            .exec_drop(
+                format!(
+                    "INSERT INTO {}.t (id, v, note) VALUES (?, 1, 'after handback')",
+                    quote_ident(&schema)
+                ),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    wait_caught_up(sb, NEW_MASTER, TARGET).await;
+    let slave = shardrep::replica::slave_status(&mut replica)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(slave.sql_running && slave.io_running == "Yes", "{slave:?}");
+    assert_eq!(
+        (slave.last_sql_errno, slave.last_io_errno),
+        (0, 0),
+        "{slave:?}"
+    );
+    common::assert_table_equal(sb, NEW_MASTER, TARGET, &schema, "t").await;
+    let log = process.log_text();
+    assert!(
+        log.contains("extracting from the switched-to master by GTID"),
+        "{log}"
+    );
+    assert!(process.terminate());
+    eprintln!("clean shutdown failover test: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_switch() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "focrash").await;
+    let writer = Writer::start(sb, &schema, Server::Master);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    writer.pause().await;
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    topo.stop_master(true).await;
+    topo.promote_replica1().await;
+    writer.resume(sb, NEW_MASTER);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // source set, and kill -9 of shardrep once the switch is stored.
+    let port = sb.port(NEW_MASTER).to_string();
+    let mut switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args(["source", "set", "--host", &sb.host, "--port", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let catalog = spec.catalog();
+    let mut replica = sb.connect(TARGET).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let exists: Option<u64> = replica
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'source'",
+                (&catalog,),
+            )
+            .await
+            .unwrap();
+        if exists == Some(1) {
+            let rows: Option<u64> = replica
+                .query_first(format!(
+                    "SELECT COUNT(*) FROM {}.source",
+                    quote_ident(&catalog)
+                ))
+                .await
+                .unwrap();
+            if rows == Some(1) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the switch was not stored: {}",
+            process.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    process.kill();
+    let _ = switch.wait();
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, &process, "ONLINE");
+    let s = status(&spec);
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let written = writer.finish().await;
+    assert!(written > 20, "the writer committed only {written}");
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    assert_eq!(s["skippedCount"], 0, "{s}");
+    // The killed process or the restarted one (the log has both) started
+    // reading the new master at the switch's GTID position.
+    let log = process.log_text();
+    assert!(
+        log.contains("extracting from the switched-to master by GTID"),
+        "{log}"
+    );
+    assert!(process.terminate());
+    eprintln!("crash failover test: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "foerrant").await;
+    let table = format!("{}.t", quote_ident(&schema));
+    let mut master = sb.connect(Server::Master).await;
+    for id in 1..=10u64 {
+        master
+            .exec_drop(
+                format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'both')"),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    let promoted_at = gtid_binlog_pos(sb, Server::Master).await;
+    let mut r1 = sb.connect(NEW_MASTER).await;
+    r1.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
+    // Three transactions replica 1 never receives, which shardrep applies.
+    for id in 11..=13u64 {
+        master
+            .exec_drop(
+                format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'lost tail')"),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    let tail_end = gtid_binlog_pos(sb, Server::Master).await;
+    wait_equal(sb, &spec, Server::Master, &schema).await;
+    drop(master);
+    topo.stop_master(true).await;
+    topo.promote_replica1().await;
+    // The new master writes on (reusing the lost tail's seqnos).
+    for id in 100..=101u64 {
+        r1.exec_drop(
+            format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'new master')"),
+            (id,),
+        )
+        .await
+        .unwrap();
+    }
+    let mut replica = sb.connect(TARGET).await;
+    let rows_before = common::table_rows(&mut replica, &schema, "t").await;
+    let restart_query = format!(
+        "SELECT GROUP_CONCAT(DISTINCT gtid) FROM {}.restart_position",
+        quote_ident(&spec.catalog())
+    );
+
+    let seq = |gtid: &str| -> u64 { gtid.rsplit('-').next().unwrap().parse().unwrap() };
+    let (kept, last) = (seq(&promoted_at), seq(&tail_end));
+    assert_eq!(last, kept + 3);
+    let port = sb.port(NEW_MASTER).to_string();
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    let expected = format!(
+        "shardrepctl: source set refused: the replica applied 3 transaction(s) that the new \
+         master {}:{port} lacks: 0-1-{}..0-1-{last} (the replica is at 0-1-{last}, the new \
+         master's gtid_binlog_state is 0-1-{kept},0-2-{}). Nothing is switched.",
+        sb.host,
+        kept + 1,
+        kept + 2
+    );
+    assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+    assert!(err.contains("reset --confirm"), "{err}");
+
+    // Nothing changed and nothing is applied from the new master.
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(s["sourcePort"], sb.port(Server::Master), "{s}");
+    assert_eq!(s["sourceSwitchedAt"], Value::Null, "{s}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        common::table_rows(&mut replica, &schema, "t").await,
+        rows_before
+    );
+    // Every channel stopped after the old master's last transaction.
+    let restart_after: Option<String> = replica.query_first(&restart_query).await.unwrap();
+    assert_eq!(restart_after.as_deref(), Some(tail_end.as_str()));
+    let stored: Option<u64> = replica
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'source'",
+            (spec.catalog(),),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, Some(0));
+    assert!(process.terminate());
+    eprintln!("errant failover test: {:?}", started.elapsed());
+}
