@@ -288,7 +288,12 @@ impl Service {
                 }
                 done.applied_seqno = applied;
                 done.applied_gtid = applied_gtid.clone();
-                let plan = plan_queue(&config, applied, &applied_gtid, &master.state)?;
+                let queue = TransactionQueue::open(QueueOptions::from_config(&config.queue))
+                    .map_err(|e| failed(format!("source set: the queue: {e}")))?;
+                let plan = plan_queue(&queue, applied, &applied_gtid, &master.state)?;
+                queue
+                    .close()
+                    .map_err(|e| failed(format!("source set: closing the queue: {e}")))?;
                 done.kept_through = plan.kept_through;
                 done.resume_gtid = Some(plan.resume_gtid.clone());
                 done.first_seqno = Some(plan.first_seqno);
@@ -408,13 +413,11 @@ struct QueuePlan {
 /// `applied_gtid`): keeps the transactions `master` holds, up to the
 /// first it lacks, and discards from there to the end.
 fn plan_queue(
-    config: &crate::config::Config,
+    queue: &TransactionQueue,
     applied: Option<Seqno>,
     applied_gtid: &GtidPos,
     master: &BinlogState,
 ) -> Result<QueuePlan, ServiceError> {
-    let queue = TransactionQueue::open(QueueOptions::from_config(&config.queue))
-        .map_err(|e| failed(format!("source set: the queue: {e}")))?;
     let first_seqno = queue.next_seqno();
     let mut plan = QueuePlan {
         kept_through: None,
@@ -450,8 +453,132 @@ fn plan_queue(
             });
         }
     }
-    queue
-        .close()
-        .map_err(|e| failed(format!("source set: closing the queue: {e}")))?;
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Transaction;
+    use crate::position::{BinlogPosition, Epoch, Gtid};
+    use crate::queue::ExtractorProgress;
+
+    /// A queue in a fresh directory holding seqnos 0..=5, whose GTIDs are
+    /// 0-1-1000.. except seqno 5's, 1-7-3 (another domain); each
+    /// transaction's progress holds the GTID position after it, every
+    /// domain.
+    fn queue(label: &str) -> (TransactionQueue, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "shardrep-switch-unit-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let queue = TransactionQueue::open(QueueOptions::new(&dir)).unwrap();
+        let mut pos: GtidPos = "1-7-2".parse().unwrap();
+        for s in 0..=5u64 {
+            let gtid = if s == 5 {
+                Gtid::new(1, 7, 3)
+            } else {
+                Gtid::new(0, 1, 1000 + s)
+            };
+            pos.update(gtid);
+            let txn = Transaction {
+                seqno: Seqno(s),
+                server_id: gtid.server_id,
+                gtid: Some(gtid),
+                commit_id: None,
+                start_position: BinlogPosition::new("mariadb-bin.000001", 4 + s * 100).unwrap(),
+                end_position: BinlogPosition::new("mariadb-bin.000001", 104 + s * 100).unwrap(),
+                commit_timestamp: 1_700_000_000,
+                shard: format!("db{s}"),
+                tables: vec![],
+                changes: vec![],
+            };
+            let progress = ExtractorProgress {
+                seqno: Seqno(s),
+                epoch: Epoch(0),
+                position: txn.end_position.clone(),
+                gtid_position: pos.clone(),
+            };
+            queue.append(&txn, &progress).unwrap();
+        }
+        (queue, dir)
+    }
+
+    fn state(text: &str) -> BinlogState {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn keeps_what_the_new_master_holds_and_discards_from_the_first_it_lacks() {
+        let (queue, dir) = queue("lacks");
+        let applied: GtidPos = "0-1-1001,1-7-2".parse().unwrap();
+        // The new master has 0-1-1002 and 0-1-1003 (seqnos 2, 3), not
+        // 0-1-1004 (seqno 4); it has 1-7-3 (seqno 5), which comes after
+        // the gap and is discarded too (the new master sends it again).
+        let plan = plan_queue(
+            &queue,
+            Some(Seqno(1)),
+            &applied,
+            &state("0-1-1003,0-2-1010,1-7-5"),
+        )
+        .unwrap();
+        assert_eq!(plan.kept_through, Some(Seqno(3)));
+        let discarded: Vec<(u64, String, String)> = plan
+            .discard
+            .iter()
+            .map(|d| (d.seqno.get(), d.event_id.clone(), d.shard_id.clone()))
+            .collect();
+        assert_eq!(
+            discarded,
+            [
+                (4, "mariadb-bin.000001:504".to_string(), "db4".to_string()),
+                (5, "mariadb-bin.000001:604".to_string(), "db5".to_string())
+            ]
+        );
+        assert_eq!(plan.resume_gtid.to_string(), "0-1-1003,1-7-2");
+        assert_eq!(plan.first_seqno, Seqno(6));
+        queue.close().unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn keeps_the_whole_queue_when_the_new_master_holds_it() {
+        let (queue, dir) = queue("holds");
+        let applied: GtidPos = "0-1-1001,1-7-2".parse().unwrap();
+        let plan = plan_queue(&queue, Some(Seqno(1)), &applied, &state("0-1-1004,1-7-3")).unwrap();
+        assert_eq!(plan.kept_through, Some(Seqno(5)));
+        assert!(plan.discard.is_empty());
+        assert_eq!(plan.resume_gtid.to_string(), "0-1-1004,1-7-3");
+        assert_eq!(plan.first_seqno, Seqno(6));
+        queue.close().unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn resumes_after_the_applied_when_nothing_is_queued_after_it() {
+        let (queue, dir) = queue("applied");
+        let applied: GtidPos = "0-1-1004,1-7-3".parse().unwrap();
+        let plan = plan_queue(&queue, Some(Seqno(5)), &applied, &state("0-1-1004,1-7-3")).unwrap();
+        assert_eq!(plan.kept_through, None);
+        assert!(plan.discard.is_empty());
+        assert_eq!(plan.resume_gtid, applied);
+        assert_eq!(plan.first_seqno, Seqno(6));
+        // The first queued transaction lacking: everything after the
+        // applied one is discarded, resuming right after it.
+        let applied: GtidPos = "0-1-1001,1-7-2".parse().unwrap();
+        let plan = plan_queue(
+            &queue,
+            Some(Seqno(1)),
+            &applied,
+            &state("0-1-1001,0-2-1009"),
+        )
+        .unwrap();
+        assert_eq!(plan.kept_through, None);
+        let seqnos: Vec<u64> = plan.discard.iter().map(|d| d.seqno.get()).collect();
+        assert_eq!(seqnos, [2, 3, 4, 5]);
+        assert_eq!(plan.resume_gtid, applied);
+        queue.close().unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
