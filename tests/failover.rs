@@ -18,7 +18,12 @@
 //! - replica 1's IO thread stopped while the master writes 3 more
 //!   transactions that shardrep applies, then the master killed and
 //!   replica 1 promoted and written to: `source set` is refused naming
-//!   exactly those 3 GTIDs, and nothing is applied from the new master.
+//!   exactly those 3 GTIDs, and nothing is applied from the new master;
+//! - 3 transactions queued by shardrep but not applied (runs stopped with
+//!   `online --until-seqno` before them) that replica 1 never received:
+//!   the offline switch discards exactly those seqnos (recorded as
+//!   skipped), resumes after the last applied one, and replica 2 ends
+//!   equal to the new master without them.
 //!
 //! The tests break the topology (a dead master, a promoted replica), so
 //! they run on a sandbox of their own, created afresh for each test and
@@ -706,4 +711,105 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     assert_eq!(stored, Some(0));
     assert!(process.terminate());
     eprintln!("errant failover test: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_transactions_the_new_master_lacks_are_discarded_never_applied() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "fodiscard").await;
+    let table = format!("{}.t", quote_ident(&schema));
+    let mut master = sb.connect(Server::Master).await;
+    for id in 1..=10u64 {
+        master
+            .exec_drop(
+                format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'both')"),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    wait_equal(sb, &spec, Server::Master, &schema).await;
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    let promoted_at = gtid_binlog_pos(sb, Server::Master).await;
+    let mut r1 = sb.connect(NEW_MASTER).await;
+    r1.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
+    ctl_ok(&spec, &["offline"]);
+    let applied = status(&spec)["appliedLastSeqno"].as_u64().expect("applied");
+
+    // Three transactions replica 1 never receives: shardrep queues them
+    // (runs that stop at once, before dispatching them) and applies none.
+    for id in 11..=13u64 {
+        master
+            .exec_drop(
+                format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'lost tail')"),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    drop(master);
+    let until = applied.to_string();
+    let mut stored = None;
+    for _ in 0..30 {
+        ctl_ok(&spec, &["online", "--until-seqno", &until]);
+        ctl_ok(
+            &spec,
+            &["wait", "--state", "OFFLINE:NORMAL", "--timeout-secs", "60"],
+        );
+        stored = status(&spec)["maximumStoredSeqNo"].as_u64();
+        if stored == Some(applied + 3) {
+            break;
+        }
+    }
+    assert_eq!(stored, Some(applied + 3), "the lost tail is not queued");
+    let s = status(&spec);
+    assert_eq!(s["appliedLastSeqno"], applied, "{s}");
+
+    topo.stop_master(true).await;
+    topo.promote_replica1().await;
+    for id in 100..=101u64 {
+        r1.exec_drop(
+            format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'new master')"),
+            (id,),
+        )
+        .await
+        .unwrap();
+    }
+
+    // Offline switch: the queued tail is discarded, resumed after the
+    // last applied transaction.
+    let done = source_set(&spec, sb);
+    let discarded = format!("{}-{}", applied + 1, applied + 3);
+    assert_eq!(done["discardedSeqnos"], discarded.as_str(), "{done}");
+    assert_eq!(done["keptThroughSeqno"], Value::Null, "{done}");
+    assert_eq!(done["appliedSeqno"], applied, "{done}");
+    assert_eq!(done["resumeGtid"], promoted_at.as_str(), "{done}");
+    assert_eq!(done["firstSeqno"], applied + 4, "{done}");
+    assert_eq!(done["state"], "OFFLINE:NORMAL", "{done}");
+    let s = status(&spec);
+    assert_eq!(s["skippedSeqnos"], discarded.as_str(), "{s}");
+    assert_eq!(s["skippedCount"], 3, "{s}");
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, &process, "ONLINE");
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let last = (applied + 5).to_string();
+    ctl_ok(&spec, &["wait", "--applied", &last, "--timeout-secs", "60"]);
+    let s = status(&spec);
+    assert_eq!(s["appliedLastSeqno"], applied + 5, "{s}");
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    let mut replica = sb.connect(TARGET).await;
+    let lost: Option<u64> = replica
+        .query_first(format!(
+            "SELECT COUNT(*) FROM {table} WHERE id BETWEEN 11 AND 13"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(lost, Some(0));
+    assert!(process.terminate());
+    eprintln!("discard failover test: {:?}", started.elapsed());
 }

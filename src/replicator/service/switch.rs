@@ -134,7 +134,13 @@ impl Service {
         }
         let mut done = self.switch_offline(candidate, master)?;
         if was_running {
-            done.state = self.go_online(None, None)?;
+            done.state = self.go_online(None, None).map_err(|e| {
+                failed(format!(
+                    "source set: switched to {}, but going online again failed: {e}; run \
+                     shardrepctl online",
+                    done.source
+                ))
+            })?;
         }
         Ok(done)
     }
@@ -258,7 +264,13 @@ impl Service {
             };
             let mut discard = Vec::new();
             if !rows.is_empty() {
-                let (applied, _, gtid) = handback_position(&rows, &name)?;
+                // The condition of a handback: every channel at one seqno.
+                let (applied, _, gtid) = handback_position(&rows, &name).map_err(|e| {
+                    ServiceError::illegal_state(format!(
+                        "source set needs every channel's restart row at one seqno (as a \
+                         handback does; then run source set where it says hand back): {e}"
+                    ))
+                })?;
                 let applied_gtid = gtid.ok_or_else(|| {
                     ServiceError::illegal_state(
                         "the restart rows hold no GTID position (a master without GTIDs): a \
