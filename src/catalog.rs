@@ -10,6 +10,7 @@
 //! | skipped seqnos | [`SKIPPED_TABLE`] | one per seqno the DBA chose not to apply | `applier::skipped` |
 //! | shard map | [`SHARD_MAP_TABLE`] | one per mapped shard | `shard::store` |
 //! | source | [`SOURCE_TABLE`] | at most one: the master set by `shardrepctl source set` (issue 20, master failover) | `replicator::source` |
+//! | source switch under way | [`SOURCE_PENDING_TABLE`] | at most one, while `source set` runs | `replicator::source` |
 //!
 //! Other services' catalogs on the same replica are found through their
 //! restart tables ([`other_restart_tables`], run by
@@ -38,6 +39,10 @@ pub const SHARD_MAP_TABLE: &str = "shard_map";
 /// Name of the table of the service's source master after a switch
 /// (`shardrepctl source set`) inside the catalog schema.
 pub const SOURCE_TABLE: &str = "source";
+
+/// Name of the table that marks a source switch under way inside the
+/// catalog schema.
+pub const SOURCE_PENDING_TABLE: &str = "source_pending";
 
 /// The catalog schema of service `service` when `replica.catalog_schema`
 /// is not set: `shardrep_<service>`.
@@ -368,6 +373,53 @@ pub fn source_select(catalog: &str) -> String {
          discarded, CAST(switched_at AS CHAR) FROM {} WHERE id = 1",
         table(catalog, SOURCE_TABLE)
     )
+}
+
+/// The `CREATE TABLE` statement of the table marking a switch under way
+/// (the schema must exist): at most one row (`id` = 1), the new master's
+/// `host`, `port`, `source_user` and `server_id` (as `source set` got
+/// them) and `started_at` (UTC), written before `source set` takes the
+/// service offline and removed with the switch's own transaction (or when
+/// it is refused). While it has a row, a run applies nothing beyond what
+/// the channels committed, and a restart of `shardrep run` finishes the
+/// switch before it goes online.
+pub fn source_pending_create(catalog: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (\
+         id TINYINT UNSIGNED NOT NULL PRIMARY KEY, \
+         host VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL, \
+         port SMALLINT UNSIGNED NOT NULL, \
+         source_user VARCHAR(128) CHARACTER SET utf8mb4 NOT NULL, \
+         server_id INT UNSIGNED NOT NULL, \
+         started_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)\
+         ) ENGINE=InnoDB",
+        table(catalog, SOURCE_PENDING_TABLE)
+    )
+}
+
+/// Marks a switch under way. Parameters: `host`, `port`, `source_user`,
+/// `server_id`.
+pub fn source_pending_replace(catalog: &str) -> String {
+    format!(
+        "REPLACE INTO {} (id, host, port, source_user, server_id, started_at) \
+         VALUES (1, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+        table(catalog, SOURCE_PENDING_TABLE)
+    )
+}
+
+/// The switch under way: `host, port, source_user, server_id,
+/// started_at` (text).
+pub fn source_pending_select(catalog: &str) -> String {
+    format!(
+        "SELECT host, port, source_user, server_id, CAST(started_at AS CHAR) FROM {} \
+         WHERE id = 1",
+        table(catalog, SOURCE_PENDING_TABLE)
+    )
+}
+
+/// Removes the mark of a switch under way.
+pub fn source_pending_delete(catalog: &str) -> String {
+    format!("DELETE FROM {}", table(catalog, SOURCE_PENDING_TABLE))
 }
 
 /// Forgets where extraction resumes on the source (the queue it refers

@@ -13,17 +13,20 @@
 //!   replication at the new master (`Last_SQL_Errno`/`Last_IO_Errno` 0) and
 //!   new writes reach replica 2 natively;
 //! - the master killed (`kill -9`), and shardrep killed (`kill -9`) as
-//!   soon as the switch is stored in the catalog: a restart reads from the
-//!   new master and ends equal;
+//!   soon as the switch is under way (its mark committed, the service
+//!   going offline for it): the restart finishes the switch, reads from
+//!   the new master and ends equal;
 //! - replica 1's IO thread stopped while the master writes 3 more
 //!   transactions that shardrep applies, then the master killed and
 //!   replica 1 promoted and written to: `source set` is refused naming
 //!   exactly those 3 GTIDs, and nothing is applied from the new master;
-//! - 3 transactions queued by shardrep but not applied (runs stopped with
-//!   `online --until-seqno` before them) that replica 1 never received:
+//! - 3 transactions queued by shardrep but not applied (stored by
+//!   `shardrep extract --to-queue` while the service is stopped) that
+//!   replica 1 never received:
 //!   the offline switch discards exactly those seqnos (recorded as
-//!   skipped), resumes after the last applied one, and replica 2 ends
-//!   equal to the new master without them.
+//!   skipped); shardrep is then killed (`kill -9`) and restarted: it
+//!   resumes after the last applied one, and replica 2 ends equal to the
+//!   new master without them.
 //!
 //! The tests break the topology (a dead master, a promoted replica), so
 //! they run on a sandbox of their own, created afresh for each test and
@@ -411,6 +414,31 @@ fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
     serde_json::from_str(&out).expect("source set JSON")
 }
 
+/// Rows of the catalog table `table` of `spec`'s service (0 when the
+/// table does not exist).
+async fn catalog_rows(replica: &mut Conn, spec: &ServiceSpec, table: &str) -> u64 {
+    let exists: Option<u64> = replica
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (spec.catalog(), table),
+        )
+        .await
+        .unwrap();
+    if exists != Some(1) {
+        return 0;
+    }
+    replica
+        .query_first(format!(
+            "SELECT COUNT(*) FROM {}.{}",
+            quote_ident(&spec.catalog()),
+            quote_ident(table)
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// Polls `check` with a deadline.
 async fn eventually(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -546,7 +574,8 @@ async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_swit
     writer.resume(sb, NEW_MASTER);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    // source set, and kill -9 of shardrep once the switch is stored.
+    // source set, and kill -9 of shardrep as soon as the switch is under
+    // way (its mark is committed, the service going offline for it).
     let port = sb.port(NEW_MASTER).to_string();
     let mut switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
         .arg("--config")
@@ -556,45 +585,35 @@ async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_swit
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let catalog = spec.catalog();
     let mut replica = sb.connect(TARGET).await;
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let exists: Option<u64> = replica
-            .exec_first(
-                "SELECT COUNT(*) FROM information_schema.TABLES \
-                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'source'",
-                (&catalog,),
-            )
-            .await
-            .unwrap();
-        if exists == Some(1) {
-            let rows: Option<u64> = replica
-                .query_first(format!(
-                    "SELECT COUNT(*) FROM {}.source",
-                    quote_ident(&catalog)
-                ))
-                .await
-                .unwrap();
-            if rows == Some(1) {
-                break;
-            }
-        }
+    while catalog_rows(&mut replica, &spec, "source_pending").await != 1 {
         assert!(
             Instant::now() < deadline,
-            "the switch was not stored: {}",
+            "the switch was not marked: {}",
             process.log_text()
         );
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     process.kill();
     let _ = switch.wait();
 
+    // The restart finishes the switch, then goes online.
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     wait_state(&spec, &process, "ONLINE");
     let s = status(&spec);
     assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+    assert!(s["sourceSwitchedAt"].is_string(), "{s}");
+    assert_eq!(catalog_rows(&mut replica, &spec, "source_pending").await, 0);
+    assert_eq!(catalog_rows(&mut replica, &spec, "source").await, 1);
+    assert!(
+        process
+            .log_text()
+            .contains("the interrupted switch of the source is finished"),
+        "{}",
+        process.log_text()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let written = writer.finish().await;
     assert!(written > 20, "the writer committed only {written}");
@@ -736,11 +755,17 @@ async fn queued_transactions_the_new_master_lacks_are_discarded_never_applied() 
     let promoted_at = gtid_binlog_pos(sb, Server::Master).await;
     let mut r1 = sb.connect(NEW_MASTER).await;
     r1.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
-    ctl_ok(&spec, &["offline"]);
-    let applied = status(&spec)["appliedLastSeqno"].as_u64().expect("applied");
+    // A clean stop: every channel at the last applied seqno.
+    assert!(process.terminate());
+    let rows: Vec<i64> = spec.restart_seqnos(sb).await;
+    assert!(
+        !rows.is_empty() && rows.iter().all(|&r| r == rows[0] && r > 0),
+        "{rows:?}"
+    );
+    let applied = rows[0] as u64;
 
-    // Three transactions replica 1 never receives: shardrep queues them
-    // (runs that stop at once, before dispatching them) and applies none.
+    // Three transactions replica 1 never receives: queued (by `shardrep
+    // extract --to-queue` while the service is stopped), never applied.
     for id in 11..=13u64 {
         master
             .exec_drop(
@@ -751,22 +776,16 @@ async fn queued_transactions_the_new_master_lacks_are_discarded_never_applied() 
             .unwrap();
     }
     drop(master);
-    let until = applied.to_string();
-    let mut stored = None;
-    for _ in 0..30 {
-        ctl_ok(&spec, &["online", "--until-seqno", &until]);
-        ctl_ok(
-            &spec,
-            &["wait", "--state", "OFFLINE:NORMAL", "--timeout-secs", "60"],
-        );
-        stored = status(&spec)["maximumStoredSeqNo"].as_u64();
-        if stored == Some(applied + 3) {
-            break;
-        }
-    }
-    assert_eq!(stored, Some(applied + 3), "the lost tail is not queued");
-    let s = status(&spec);
-    assert_eq!(s["appliedLastSeqno"], applied, "{s}");
+    let extracted = Command::new(env!("CARGO_BIN_EXE_shardrep"))
+        .arg("extract")
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .arg("--to-queue")
+        .arg(spec.dir.join("queue"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(extracted.status.success(), "{extracted:?}");
 
     topo.stop_master(true).await;
     topo.promote_replica1().await;
@@ -781,6 +800,14 @@ async fn queued_transactions_the_new_master_lacks_are_discarded_never_applied() 
 
     // Offline switch: the queued tail is discarded, resumed after the
     // last applied transaction.
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(&spec, &mut process);
+    let s = status(&spec);
+    assert_eq!(
+        (&s["state"], &s["appliedLastSeqno"]),
+        (&Value::from("OFFLINE:NORMAL"), &Value::from(applied)),
+        "{s}"
+    );
     let done = source_set(&spec, sb);
     let discarded = format!("{}-{}", applied + 1, applied + 3);
     assert_eq!(done["discardedSeqnos"], discarded.as_str(), "{done}");
@@ -794,7 +821,11 @@ async fn queued_transactions_the_new_master_lacks_are_discarded_never_applied() 
     assert_eq!(s["skippedCount"], 3, "{s}");
     assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
 
-    ctl_ok(&spec, &["online"]);
+    // kill -9 with the switch stored and the service offline: the
+    // restart reads from the new master (after the last applied).
+    process.kill();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
     wait_state(&spec, &process, "ONLINE");
     wait_equal(sb, &spec, NEW_MASTER, &schema).await;
     let last = (applied + 5).to_string();

@@ -718,7 +718,30 @@ fn run_service(
         },
         None => None,
     };
-    if !offline {
+    // A `source set` that a stop of shardrep interrupted is finished
+    // first; if it cannot be, the service stays offline (the queue after
+    // the channels' position may be what the new master lacks).
+    let mut online = !offline;
+    if online {
+        match service.finish_interrupted_switch(std::time::Duration::from_secs(300)) {
+            Ok(Some(done)) => tracing::warn!(
+                previous = %done.previous,
+                source = %done.source,
+                "the interrupted switch of the source is finished"
+            ),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    "the interrupted switch of the source did not finish: the service stays \
+                     offline. Run `shardrepctl source set` to that master again, then \
+                     `shardrepctl online`"
+                );
+                online = false;
+            }
+        }
+    }
+    if online {
         service
             .go_online(skip, None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

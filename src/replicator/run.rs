@@ -149,9 +149,41 @@ pub fn run(
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
     // A source stored by a master switch (`shardrepctl source set`)
     // replaces the configuration's: the run reads from that master.
-    let stored_source = runtime
-        .block_on(super::source::read_for(config))
+    let (stored_source, pending) = runtime
+        .block_on(super::source::read_both(config))
         .map_err(|e| RunError::setup(format!("reading the stored source: {e}")))?;
+    // A switch under way (shardrep stopped in the middle of `source
+    // set`): apply nothing beyond what the channels committed (the gaps
+    // below it only), so the rows end at one seqno for the switch to
+    // finish; the old master's queue after it may be what the new master
+    // lacks.
+    let mut stop_at = options.stop_at.clone();
+    if let Some(pending) = &pending {
+        let Some(committed) = start.rows.iter().filter_map(|r| r.seqno).max() else {
+            return Err(RunError::setup(format!(
+                "a switch of the source to {} (source set, started {} UTC) did not finish and \
+                 nothing is applied yet: run `shardrepctl source set --host {} --port {}` \
+                 again, then `shardrepctl online`",
+                pending.address(),
+                pending.started_at,
+                pending.host,
+                pending.port
+            )));
+        };
+        tracing::warn!(
+            to = %pending.address(),
+            started_at = %pending.started_at,
+            stop_at = committed.get(),
+            "a switch of the source did not finish: this run applies nothing beyond the \
+             highest seqno the channels committed; source set finishes the switch"
+        );
+        match &stop_at {
+            Some(at) => {
+                at.fetch_min(committed.get(), Ordering::AcqRel);
+            }
+            None => stop_at = Some(Arc::new(AtomicU64::new(committed.get()))),
+        }
+    }
     let switched;
     let config = match &stored_source {
         Some(stored) => {
@@ -223,7 +255,7 @@ pub fn run(
         FeedStops {
             extractor: &extractor,
             stop: &stop,
-            stop_at: options.stop_at.as_deref(),
+            stop_at: stop_at.as_deref(),
             stop_when_idle: options.stop_when_idle,
             scheduler_stop: &scheduler_stop,
         },

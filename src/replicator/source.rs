@@ -35,7 +35,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
 use crate::applier::skipped::SkippedSeqno;
-use crate::catalog::{self, SOURCE_TABLE, TABLE_EXISTS};
+use crate::catalog::{self, SOURCE_PENDING_TABLE, SOURCE_TABLE, TABLE_EXISTS};
 use crate::config::{Config, SourceEndpoint};
 use crate::position::{Gtid, GtidPos, PositionError, Seqno};
 
@@ -191,7 +191,8 @@ pub async fn read(conn: &mut Conn, catalog: &str) -> Result<Option<StoredSource>
     }))
 }
 
-/// Stores `source` and records `discard` as skipped seqnos, in one
+/// Stores `source` and records `discard` as skipped seqnos, and removes
+/// the mark of the switch under way ([`mark_pending`]), in one
 /// transaction (without binary logging: the decision is this replica's
 /// own), so that a crash leaves either the switch whole or nothing of it.
 ///
@@ -211,7 +212,11 @@ pub async fn write(
         // DDL commits by itself: before the transaction.
         conn.query_drop(catalog::source_create(catalog)).await?;
         conn.query_drop(catalog::skipped_create(catalog)).await?;
+        conn.query_drop(catalog::source_pending_create(catalog))
+            .await?;
         conn.query_drop("START TRANSACTION").await?;
+        conn.query_drop(catalog::source_pending_delete(catalog))
+            .await?;
         conn.exec_drop(
             catalog::source_replace(catalog),
             (
@@ -248,6 +253,113 @@ pub async fn write(
     reset.map_err(&err)
 }
 
+/// A switch under way ([`mark_pending`]): the master switched to, as
+/// `source set` got it, and when the switch started (UTC).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingSwitch {
+    /// The new master's host.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The user to read its binlog as.
+    pub user: String,
+    /// The server id to announce to it.
+    pub server_id: u32,
+    /// When the switch started (UTC).
+    pub started_at: String,
+}
+
+impl PendingSwitch {
+    /// `host:port`.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Marks a switch to `to` (its host, port, user and server id) under
+/// way, committed when this returns (before the service is taken offline
+/// for it): until [`write`] or [`clear_pending`] removes the mark, a run
+/// applies nothing beyond what the channels committed ([`read_pending`]),
+/// so a crash in the middle of the switch never resumes applying the old
+/// master's queue, which the new master may lack.
+///
+/// # Errors
+/// [`SourceError::Sql`].
+pub async fn mark_pending(
+    conn: &mut Conn,
+    catalog: &str,
+    to: &StoredSource,
+) -> Result<(), SourceError> {
+    let err = sql(catalog);
+    conn.query_drop("SET SESSION sql_log_bin = 0")
+        .await
+        .map_err(&err)?;
+    let result = async {
+        conn.query_drop(catalog::source_pending_create(catalog))
+            .await?;
+        conn.exec_drop(
+            catalog::source_pending_replace(catalog),
+            (to.host.as_str(), to.port, to.user.as_str(), to.server_id),
+        )
+        .await
+    }
+    .await;
+    let reset = conn.query_drop("SET SESSION sql_log_bin = DEFAULT").await;
+    result.map_err(&err)?;
+    reset.map_err(&err)
+}
+
+/// Removes the mark of a switch under way (the switch was refused or
+/// failed before anything changed).
+///
+/// # Errors
+/// [`SourceError::Sql`].
+pub async fn clear_pending(conn: &mut Conn, catalog: &str) -> Result<(), SourceError> {
+    let exists: Option<u64> = conn
+        .exec_first(TABLE_EXISTS, (catalog, SOURCE_PENDING_TABLE))
+        .await
+        .map_err(sql(catalog))?;
+    if exists != Some(1) {
+        return Ok(());
+    }
+    conn.query_drop(format!(
+        "SET SESSION sql_log_bin = 0; {}; SET SESSION sql_log_bin = DEFAULT",
+        catalog::source_pending_delete(catalog)
+    ))
+    .await
+    .map_err(sql(catalog))
+}
+
+/// The switch under way, if any.
+///
+/// # Errors
+/// [`SourceError::Sql`].
+pub async fn read_pending(
+    conn: &mut Conn,
+    catalog: &str,
+) -> Result<Option<PendingSwitch>, SourceError> {
+    let exists: Option<u64> = conn
+        .exec_first(TABLE_EXISTS, (catalog, SOURCE_PENDING_TABLE))
+        .await
+        .map_err(sql(catalog))?;
+    if exists != Some(1) {
+        return Ok(None);
+    }
+    let row: Option<(String, u16, String, u32, String)> = conn
+        .query_first(catalog::source_pending_select(catalog))
+        .await
+        .map_err(sql(catalog))?;
+    Ok(
+        row.map(|(host, port, user, server_id, started_at)| PendingSwitch {
+            host,
+            port,
+            user,
+            server_id,
+            started_at,
+        }),
+    )
+}
+
 /// Forgets where extraction resumes (the queue is gone: a handback or a
 /// reset); the stored source stays the service's source.
 ///
@@ -276,8 +388,20 @@ pub async fn clear_resume(conn: &mut Conn, catalog: &str) -> Result<(), SourceEr
 /// # Errors
 /// The replica cannot be connected to, or as [`read`].
 pub async fn read_for(config: &Config) -> Result<Option<StoredSource>, String> {
+    Ok(read_both(config).await?.0)
+}
+
+/// The stored source and the switch under way of `config`'s service
+/// ([`read`], [`read_pending`]); both `None` for an extractor-role
+/// service.
+///
+/// # Errors
+/// The replica cannot be connected to, or as [`read`].
+pub async fn read_both(
+    config: &Config,
+) -> Result<(Option<StoredSource>, Option<PendingSwitch>), String> {
     if config.service.role == crate::config::Role::Extractor {
-        return Ok(None);
+        return Ok((None, None));
     }
     let mut conn = Conn::new(super::replica_opts(config)).await.map_err(|e| {
         format!(
@@ -287,9 +411,14 @@ pub async fn read_for(config: &Config) -> Result<Option<StoredSource>, String> {
             crate::mysql::ErrorText(&e)
         )
     })?;
-    let stored = read(&mut conn, &config.catalog_schema())
-        .await
-        .map_err(|e| e.to_string());
+    let catalog = config.catalog_schema();
+    let stored = match read(&mut conn, &catalog).await {
+        Ok(stored) => read_pending(&mut conn, &catalog)
+            .await
+            .map(|pending| (stored, pending))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     let _ = conn.disconnect().await;
     stored
 }

@@ -21,7 +21,14 @@
 //! 5. One catalog transaction stores the new source, the resume point and
 //!    the discarded seqnos ([`super::super::source::write`]): a crash
 //!    before it leaves the old source, after it the new one, and a
-//!    restart of `shardrep run` reads from the master it names.
+//!    restart of `shardrep run` reads from the master it names. Before
+//!    step 2 a mark of the switch under way is committed
+//!    ([`super::super::source::mark_pending`]; that transaction removes
+//!    it, and so does a refusal): while it is there no run starts, so a
+//!    crash between the offline and the switch's transaction leaves the
+//!    service offline (`OFFLINE:ERROR` naming the switch) instead of
+//!    applying the old master's queue, which the new master may lack,
+//!    until `source set` runs again.
 //! 6. A service that was running goes online again.
 
 use std::time::{Duration, Instant};
@@ -128,11 +135,25 @@ impl Service {
             switched_at: String::new(),
         };
         let master = new_master(&candidate, &live.password)?;
+        // Until the switch is stored (or refused), no run starts: a crash
+        // in between never resumes applying the old master's queue.
+        self.pending(Some(&candidate))?;
         let was_running = self.lock().run.is_some();
-        if was_running {
-            self.stop_for_switch(&master.state, request.timeout)?;
+        let switched = if was_running {
+            self.stop_for_switch(&master.state, request.timeout)
+        } else {
+            Ok(())
         }
-        let mut done = self.switch_offline(candidate, master)?;
+        .and_then(|()| self.switch_offline(candidate, master));
+        let mut done = match switched {
+            Ok(done) => done,
+            Err(e) => {
+                if let Err(cleared) = self.pending(None) {
+                    tracing::warn!(error = %cleared, "source set: cannot remove the mark of the switch");
+                }
+                return Err(e);
+            }
+        };
         if was_running {
             done.state = self.go_online(None, None).map_err(|e| {
                 failed(format!(
@@ -143,6 +164,77 @@ impl Service {
             })?;
         }
         Ok(done)
+    }
+
+    /// Finishes a switch that a stop of shardrep interrupted (the
+    /// catalog's mark of a switch under way, [`source::mark_pending`]):
+    /// brings every channel to one seqno when they are not (a run that
+    /// applies nothing beyond what they committed), then runs the switch
+    /// again to the master the mark names ([`Service::set_source`]). Called
+    /// by `shardrep run` before it goes online; does nothing without a
+    /// mark. Returns the switch when one was finished.
+    ///
+    /// # Errors
+    /// As [`Service::set_source`]; [`ServiceError::Failed`] when the
+    /// catalog cannot be read or the run that brings the channels to one
+    /// seqno fails. The service stays offline then.
+    pub fn finish_interrupted_switch(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<SourceSwitched>, ServiceError> {
+        let (_, pending) = block_on(source::read_both(&self.config))?
+            .map_err(|e| failed(format!("source set: {e}")))?;
+        let Some(pending) = pending else {
+            return Ok(None);
+        };
+        tracing::warn!(
+            to = %pending.address(),
+            started_at = %pending.started_at,
+            "a switch of the source did not finish: finishing it"
+        );
+        let rows = self.lock().last_rows.clone();
+        let committed = rows.iter().filter_map(|r| r.seqno).max();
+        let at_one_seqno =
+            rows.iter().all(|r| r.seqno == committed) && restart::all_done_at(&rows).is_some();
+        if let (false, Some(committed)) = (at_one_seqno, committed) {
+            // The run stops at the committed seqno (a pending switch
+            // clamps it there in any case).
+            self.go_online(None, Some(committed.get()))?;
+            self.wait_until_stopped();
+            let state = self.state();
+            if state != State::OfflineNormal {
+                return Err(failed(format!(
+                    "source set: finishing the switch to {}: the run that brings every channel \
+                     to seqno {committed} ended {state}",
+                    pending.address()
+                )));
+            }
+        }
+        self.set_source(SourceRequest {
+            host: pending.host,
+            port: pending.port,
+            user: Some(pending.user),
+            server_id: Some(pending.server_id),
+            timeout,
+        })
+        .map(Some)
+    }
+
+    /// Marks a switch to `to` under way in the catalog, or removes the
+    /// mark (`None`).
+    fn pending(&self, to: Option<&StoredSource>) -> Result<(), ServiceError> {
+        let catalog = self.config.catalog_schema();
+        block_on(async {
+            let mut conn = mysql_async::Conn::new(super::super::replica_opts(&self.config))
+                .await
+                .map_err(|e| self.replica_conn_error(e))?;
+            let done = match to {
+                Some(to) => source::mark_pending(&mut conn, &catalog, to).await,
+                None => source::clear_pending(&mut conn, &catalog).await,
+            };
+            let _ = conn.disconnect().await;
+            done.map_err(|e| failed(format!("source set: {e}")))
+        })?
     }
 
     /// Takes the running service offline cleanly: before the first queued
