@@ -329,6 +329,15 @@ impl Service {
         }
     }
 
+    /// Reads the stored source again from the catalog (the replica may
+    /// not have answered when the service started); keeps what it had
+    /// when the replica cannot be read.
+    fn refresh_source(&self) {
+        if let Ok(Ok(stored)) = block_on(super::source::read_for(&self.config)) {
+            *self.source.lock().expect("source") = stored;
+        }
+    }
+
     /// The source stored by a switch, if any.
     pub fn stored_source(&self) -> Option<super::source::StoredSource> {
         self.source.lock().expect("source").clone()
@@ -480,6 +489,8 @@ impl Service {
         std::thread::Builder::new()
             .name("shardrep-run".into())
             .spawn(move || {
+                // The source the run reads from is the catalog's.
+                service.refresh_source();
                 let result = super::run(&service.config, stop, &options);
                 if let Some(hold) = &options.hold {
                     hold.close();
@@ -507,6 +518,7 @@ impl Service {
     }
 
     fn run_finished(&self, result: Result<super::RunReport, RunError>, options: &RunOptions) {
+        self.refresh_source();
         let mut inner = self.lock();
         let observer = options.observer.clone().unwrap_or_default();
         if let Some(point) = observer.takeover.lock().expect("observer").take() {
@@ -1252,10 +1264,13 @@ impl Service {
         let config = self.config.clone();
         let used_gtid = inner.takeover_used_gtid;
         let name = self.config.service.name.clone();
-        // After a switch, native replication follows the new master.
-        let switched = self.stored_source();
         let result = block_on(async move {
             let mut conn = super::connect_replica_for_native(&config)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            // After a switch, native replication follows the new master
+            // (the catalog's, whatever this process read at its start).
+            let switched = super::source::read(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             let rows = restart::read(&mut conn, &catalog)

@@ -175,16 +175,17 @@ impl Service {
     /// mark. Returns the switch when one was finished.
     ///
     /// # Errors
-    /// As [`Service::set_source`]; [`ServiceError::Failed`] when the
-    /// catalog cannot be read or the run that brings the channels to one
-    /// seqno fails. The service stays offline then.
+    /// As [`Service::set_source`]; [`ServiceError::Failed`] when the run
+    /// that brings the channels to one seqno fails. (A catalog that cannot
+    /// be read is no error here: the run that follows reports the
+    /// replica.)
     pub fn finish_interrupted_switch(
         &self,
         timeout: Duration,
     ) -> Result<Option<SourceSwitched>, ServiceError> {
-        let (_, pending) = block_on(source::read_both(&self.config))?
-            .map_err(|e| failed(format!("source set: {e}")))?;
-        let Some(pending) = pending else {
+        // A replica that cannot be read now is the run's to report (a
+        // run also applies nothing beyond the channels with a mark).
+        let Ok(Ok((_, Some(pending)))) = block_on(source::read_both(&self.config)) else {
             return Ok(None);
         };
         tracing::warn!(
