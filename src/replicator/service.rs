@@ -157,6 +157,15 @@ impl Service {
             }
             Err(_) => None,
         };
+        if let Some(stored) = &stored_source {
+            tracing::info!(
+                source = %stored.address(),
+                previous = %stored.previous,
+                switched_at = %stored.switched_at,
+                "the source is the master stored by source set (it replaces [source]'s host, \
+                 port, user and server_id)"
+            );
+        }
         let live_source = config.source.live().is_some();
         let service = Arc::new_cyclic(|me| Service {
             me: me.clone(),
