@@ -207,9 +207,11 @@ pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 /// block, so that the queue never holds it whole in memory.
 pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 
-/// Largest encode buffer, bytes, that the queue keeps for the next append
-/// ([`Inner::encode`]); a larger one, left by a large record, is freed.
-const SCRATCH_KEEP_BYTES: usize = 64 << 10;
+/// Largest capacity, bytes, that [`Inner::encode`] gives a record's buffer
+/// before serializing into it (the length of the previous record and a
+/// quarter more, at most this): most records then fit without the buffer
+/// growing by doubling from empty.
+const ENCODE_RESERVE_MAX_BYTES: usize = 64 << 10;
 
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
@@ -393,10 +395,9 @@ struct Inner {
     /// The segment [`TransactionQueue::get`] read last, kept open for the
     /// next call (`log list` gets seqno after seqno).
     get_pin: Mutex<Option<SegmentPin>>,
-    /// The postcard payload buffer of [`Inner::encode`], kept between
-    /// appends (it grows to the largest small record once, instead of
-    /// doubling from empty for every transaction).
-    encode_scratch: Mutex<Vec<u8>>,
+    /// Length in bytes of the last record [`Inner::encode`] made: the
+    /// capacity it gives the next one.
+    last_record_bytes: AtomicUsize,
     /// The locked [`LOCK_FILE`], released when the queue is closed.
     lock_file: Mutex<Option<std::fs::File>>,
 }
@@ -699,7 +700,7 @@ impl TransactionQueue {
             purge_lock: Mutex::new(()),
             open_segments,
             get_pin: Mutex::new(None),
-            encode_scratch: Mutex::new(Vec::new()),
+            last_record_bytes: AtomicUsize::new(0),
             lock_file: Mutex::new(lock_file),
         });
         let flusher = if read_only {
@@ -1217,13 +1218,10 @@ impl Inner {
                 return Ok(Encoded::External { len });
             }
         }
-        let mut scratch = lock(&self.encode_scratch);
-        let mut out = Vec::new();
-        codec::encode_record(txn, progress, &mut scratch, &mut out).map_err(encode_error)?;
-        if scratch.capacity() > SCRATCH_KEEP_BYTES {
-            // A large record's buffer is not kept.
-            *scratch = Vec::new();
-        }
+        let last = self.last_record_bytes.load(Ordering::Relaxed);
+        let mut out = Vec::with_capacity((last + last / 4).min(ENCODE_RESERVE_MAX_BYTES));
+        codec::encode_record(txn, progress, &mut out).map_err(encode_error)?;
+        self.last_record_bytes.store(out.len(), Ordering::Relaxed);
         Ok(Encoded::Bytes(out))
     }
 
