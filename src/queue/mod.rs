@@ -213,6 +213,10 @@ pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 /// growing by doubling from empty.
 const ENCODE_RESERVE_MAX_BYTES: usize = 64 << 10;
 
+/// Largest buffer, bytes, that a [`QueueReader`] keeps from a block it has
+/// read for the next one (a block of a large record is freed instead).
+const SPARE_KEEP_BYTES: usize = 4 * BLOCK_BYTES;
+
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -828,6 +832,7 @@ impl TransactionQueue {
             next: seqno,
             durable_only: false,
             current: None,
+            spare: Vec::new(),
             pin: None,
         })
     }
@@ -1575,6 +1580,9 @@ pub struct QueueReader {
     next: Seqno,
     durable_only: bool,
     current: Option<Loaded>,
+    /// The buffer of the last log block the reader was done with, read
+    /// into by the next block load (its pages stay mapped).
+    spare: Vec<u8>,
     /// The segment the reader is in, held open while it reads it; released
     /// when the reader moves past it.
     pin: Option<SegmentPin>,
@@ -1587,6 +1595,20 @@ impl std::fmt::Debug for QueueReader {
             .field("next", &self.next)
             .field("durable_only", &self.durable_only)
             .finish()
+    }
+}
+
+/// Lets go of a reader's block in hand, keeping its buffer (up to
+/// [`SPARE_KEEP_BYTES`]) in `spare` for the next block load.
+fn release_block(current: &mut Option<Loaded>, spare: &mut Vec<u8>) {
+    if let Some(Loaded {
+        bytes: BlockBytes::Log(buf) | BlockBytes::Owned(buf),
+        ..
+    }) = current.take()
+    {
+        if buf.capacity() <= SPARE_KEEP_BYTES {
+            *spare = buf;
+        }
     }
 }
 
@@ -1668,7 +1690,7 @@ impl QueueReader {
             let segment = {
                 let s = lock(&self.inner.shared);
                 if self.next < s.floor {
-                    self.current = None;
+                    release_block(&mut self.current, &mut self.spare);
                     let floor = s.floor;
                     drop(s);
                     // Let the purged segment close and go.
@@ -1693,7 +1715,7 @@ impl QueueReader {
                     {
                         None
                     } else {
-                        self.current = None;
+                        release_block(&mut self.current, &mut self.spare);
                         Some(self.locate(&s)?)
                     }
                 } else {
@@ -1720,7 +1742,8 @@ impl QueueReader {
                             let old = self.pin.replace(pin);
                             drop(old);
                         }
-                        self.current = Some(self.load(&seg)?);
+                        let mut spare = std::mem::take(&mut self.spare);
+                        self.current = Some(self.load(&seg, &mut spare)?);
                     }
                 }
                 continue;
@@ -1740,7 +1763,7 @@ impl QueueReader {
                         )),
                     ));
                 }
-                self.current = None;
+                release_block(&mut self.current, &mut self.spare);
                 self.next = Seqno(seqno.0 + 1);
                 return Ok(Some((txn, with_progress.then_some(progress))));
             }
@@ -1816,13 +1839,12 @@ impl QueueReader {
         }
     }
 
-    /// Loads the block of `self.next` from `seg` and positions on it.
-    fn load(&self, seg: &Segment) -> Result<Loaded, QueueError> {
+    fn load(&self, seg: &Segment, spare: &mut Vec<u8>) -> Result<Loaded, QueueError> {
         let seqno = self.next;
         let named = |e: QueueError| self.opening_error(e);
-        let block = match seg.block_starting_at(seqno).map_err(named)? {
+        let block = match seg.block_starting_at_into(seqno, spare).map_err(named)? {
             Some(b) => Some(b),
-            None => seg.block_at(seqno).map_err(named)?,
+            None => seg.block_at_into(seqno, spare).map_err(named)?,
         };
         let missing = || QueueError::Corrupt {
             segment: seg.dir().to_path_buf(),
