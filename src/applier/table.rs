@@ -42,10 +42,12 @@ impl ReplicaTable {
     }
 }
 
-/// A channel's [`ReplicaTable`]s by schema and table, kept until DDL.
+/// A channel's [`ReplicaTable`]s by schema, then table, kept until DDL
+/// (two levels so that a lookup, made for every rows change, borrows the
+/// names instead of building a key).
 #[derive(Debug, Default)]
 pub struct TableCache {
-    tables: HashMap<(String, String), Arc<ReplicaTable>>,
+    tables: HashMap<String, HashMap<String, Arc<ReplicaTable>>>,
 }
 
 impl TableCache {
@@ -65,8 +67,11 @@ impl TableCache {
         conn: &mut Conn,
         info: &TableInfo,
     ) -> Result<Arc<ReplicaTable>, mysql_async::Error> {
-        let key = (info.schema.clone(), info.table.clone());
-        if let Some(t) = self.tables.get(&key) {
+        if let Some(t) = self
+            .tables
+            .get(&info.schema)
+            .and_then(|tables| tables.get(&info.table))
+        {
             if t.shape.columns.len() == info.columns.len() {
                 return Ok(t.clone());
             }
@@ -154,7 +159,10 @@ impl TableCache {
             table.merge_updates = obstacles == Some(0);
         }
         let table = Arc::new(table);
-        self.tables.insert(key, table.clone());
+        self.tables
+            .entry(info.schema.clone())
+            .or_default()
+            .insert(info.table.clone(), table.clone());
         Ok(table)
     }
 }
