@@ -4,7 +4,7 @@
 //! cached per channel until DDL ([`TableCache`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -28,17 +28,34 @@ pub struct ReplicaTable {
     /// foreign keys either way (none of its own, none referencing it) and
     /// no generated columns.
     pub merge_updates: bool,
+    /// The last [`ReplicaTable::complete_columns`] answer and the binlog
+    /// columns it was made from (the same for every rows change of the
+    /// table until DDL): asked for every rows change.
+    completed: Mutex<Option<Completed>>,
 }
+
+/// Binlog columns and [`ReplicaTable::complete_columns`]'s answer for them.
+type Completed = (Vec<ColumnInfo>, Arc<[ColumnInfo]>);
 
 impl ReplicaTable {
     /// The binlog's columns with what its metadata lacked (signedness,
     /// binary CHAR/BINARY) filled in from the replica's definition
-    /// ([`columns::complete`]).
-    pub fn complete_columns(&self, binlog: &[ColumnInfo]) -> Vec<ColumnInfo> {
-        if self.columns.is_empty() {
-            return binlog.to_vec();
+    /// ([`columns::complete`]); the previous answer again when `binlog`
+    /// equals the columns it was made from.
+    pub fn complete_columns(&self, binlog: &[ColumnInfo]) -> Arc<[ColumnInfo]> {
+        let mut completed = self.completed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((from, answer)) = &*completed {
+            if from[..] == *binlog {
+                return answer.clone();
+            }
         }
-        columns::complete(binlog, &self.columns)
+        let answer: Arc<[ColumnInfo]> = if self.columns.is_empty() {
+            binlog.into()
+        } else {
+            columns::complete(binlog, &self.columns).into()
+        };
+        *completed = Some((binlog.to_vec(), answer.clone()));
+        answer
     }
 }
 
@@ -90,6 +107,7 @@ impl TableCache {
                 },
                 columns: Vec::new(),
                 merge_updates: false,
+                completed: Mutex::new(None),
             }
         } else {
             let rows: Vec<(String, String, String)> = conn
@@ -125,6 +143,7 @@ impl TableCache {
                     primary_key: (!primary_key.is_empty()).then_some(primary_key),
                 },
                 merge_updates: false,
+                completed: Mutex::new(None),
             }
         };
         let mut table = table;
