@@ -1,91 +1,62 @@
 //! Process-wide allocator settings.
 //!
-//! glibc's malloc gives threads that contend for it arenas of their own
-//! (up to 8 per core), and memory freed into one arena is reused only by
-//! the threads of that arena. `shardrep run` allocates a transaction on
-//! the extractor thread, frees it on an apply channel, and has a dozen
-//! busy threads (extractor, scheduler, channels, then sled's I/O pool): with
-//! the default, each arena kept its own high-water mark, and the resident
-//! size of a 1 GiB catch-up (`bench/memory.sh`) was about 70 MiB above the
-//! live heap (measured: heaptrack's peak heap against VmHWM). Two arenas
-//! brought its peak from 319 MiB to 242-255 MiB over three runs (one with
-//! `MALLOC_ARENA_MAX=2` in the environment, two with this call), with
-//! elapsed times (110-212 s) within the run-to-run spread of the shared
-//! machine it was measured on.
+//! Every binary, test and benchmark linked with this library allocates
+//! through jemalloc (the `tikv-jemallocator` crate, jemalloc 5.3) on Linux
+//! with glibc. `shardrep run` allocates a transaction on one thread (the
+//! extractor, or the queue feed) and frees it on another (an apply
+//! channel), at tens of thousands of transactions a second and dozens of
+//! allocations each. glibc's malloc spent about a quarter of shardrep's CPU
+//! on that (issue 17: `_int_malloc`, `_int_free`, `malloc_consolidate`,
+//! `unlink_chunk`, and futex waits on its arena locks in a `perf` profile
+//! of the catch-up benchmark), and bounding its resident size had taken two
+//! arenas and a fixed mmap threshold, which made it slower still.
 //!
-//! glibc also raises its mmap threshold each time a large block that was
-//! mmap'ed is freed (the "dynamic mmap threshold", up to 32 MiB on 64-bit),
-//! after which 1 MiB statement buffers, the queue's I/O buffers and decoded
-//! transactions come from the arenas and are kept there as free space
-//! that cannot be trimmed. Fixing the threshold (which turns the dynamic
-//! adjustment off, mallopt(3)) and the trim threshold took the peak of the
-//! same catch-up from 266 MiB to 194-239 MiB (three runs; 240 MiB with a
-//! 512 KiB threshold), and capping the client's buffer pool as well
-//! ([`cap_client_buffer_pool`]) to 184-218 MiB (four runs, live and files
-//! sources), with unchanged throughput (2,345-2,776 transactions/s).
+//! jemalloc frees into per-thread caches and returns unused pages on a
+//! timer. With the settings of [`JEMALLOC_CONF`], `bench/memory.sh` (1.19
+//! GB backlog, 301,931 transactions, live source, 8 channels, one run
+//! each, same binary otherwise) measured 56-58 CPU µs per transaction and
+//! a peak RSS of 151-155 MiB, against 75 µs and 202 MiB with glibc tuned as
+//! before; jemalloc's defaults (10 s decay) gave 56 µs and 231 MiB.
 
-/// glibc's `mallopt` parameter numbers (malloc.h).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-mod param {
-    pub const M_TRIM_THRESHOLD: i32 = -1;
-    pub const M_MMAP_THRESHOLD: i32 = -3;
-    pub const M_ARENA_MAX: i32 = -8;
-}
+/// jemalloc's options (`opt.*` of jemalloc(3)), compiled in: a background
+/// thread returns freed pages to the system, dirty pages after 1,000 ms
+/// (default 10,000) and without keeping them as "muzzy" pages first. The
+/// environment variable `_RJEM_MALLOC_CONF` (this build's prefixed name of
+/// `MALLOC_CONF`) is read after it and overrides any of them.
+pub const JEMALLOC_CONF: &str = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
-/// Number of malloc arenas the binaries use (glibc only).
-pub const MALLOC_ARENAS: i32 = 2;
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+mod jemalloc {
+    /// The process's allocator.
+    #[global_allocator]
+    static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Allocations of at least this many bytes get their own mapping, returned
-/// to the system when freed (glibc only).
-pub const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
+    /// A C string pointer that may live in a `static`.
+    #[repr(transparent)]
+    pub struct ConfPtr(*const std::ffi::c_char);
 
-/// Free memory at the top of an arena beyond this many bytes is returned to
-/// the system (glibc only).
-pub const MALLOC_TRIM_THRESHOLD_BYTES: i32 = 1024 * 1024;
+    // SAFETY: the pointer is to a `'static` byte string that is never
+    // written; sharing it between threads is sharing a `&'static [u8]`.
+    unsafe impl Sync for ConfPtr {}
 
-/// Sets glibc's malloc to [`MALLOC_ARENAS`] arenas, a fixed mmap threshold
-/// of [`MALLOC_MMAP_THRESHOLD_BYTES`] and a trim threshold of
-/// [`MALLOC_TRIM_THRESHOLD_BYTES`]. Each is left alone when the environment
-/// sets it (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
-/// `MALLOC_TRIM_THRESHOLD_`: glibc then follows the environment). Call first
-/// thing in `main`, before any thread starts. Returns how many of the three
-/// were set (0 on other C libraries and platforms).
-pub fn tune_malloc() -> usize {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn mallopt(param: i32, value: i32) -> i32;
+    /// [`super::JEMALLOC_CONF`] NUL-terminated.
+    const CONF: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
+    const _: () = {
+        // The C string and the documented constant are the same text.
+        let (a, b) = (super::JEMALLOC_CONF.as_bytes(), CONF);
+        assert!(a.len() + 1 == b.len());
+        let mut i = 0;
+        while i < a.len() {
+            assert!(a[i] == b[i]);
+            i += 1;
         }
-        let mut set = 0;
-        for (env, param, value) in [
-            ("MALLOC_ARENA_MAX", param::M_ARENA_MAX, MALLOC_ARENAS),
-            (
-                "MALLOC_MMAP_THRESHOLD_",
-                param::M_MMAP_THRESHOLD,
-                MALLOC_MMAP_THRESHOLD_BYTES,
-            ),
-            (
-                "MALLOC_TRIM_THRESHOLD_",
-                param::M_TRIM_THRESHOLD,
-                MALLOC_TRIM_THRESHOLD_BYTES,
-            ),
-        ] {
-            if std::env::var_os(env).is_some() {
-                continue;
-            }
-            // SAFETY: mallopt only sets an allocator parameter; glibc
-            // documents these as settable at any time, and this runs
-            // before other threads exist.
-            if unsafe { mallopt(param, value) } == 1 {
-                set += 1;
-            }
-        }
-        set
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        0
-    }
+    };
+
+    /// jemalloc's `malloc_conf` (the name `tikv-jemalloc-sys` gives it in
+    /// its prefixed build): read once, when the first allocation is made.
+    #[export_name = "_rjem_malloc_conf"]
+    pub static MALLOC_CONF: ConfPtr = ConfPtr(CONF.as_ptr().cast());
 }
 
 /// Largest buffer, in bytes, that mysql_async's process-wide buffer pool
@@ -117,19 +88,24 @@ pub fn cap_client_buffer_pool() -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// jemalloc is the allocator and took the compiled-in options.
+    #[cfg(all(target_os = "linux", not(target_env = "musl")))]
     #[test]
-    fn settings_are_accepted() {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            let from_env = [
-                "MALLOC_ARENA_MAX",
-                "MALLOC_MMAP_THRESHOLD_",
-                "MALLOC_TRIM_THRESHOLD_",
-            ]
-            .iter()
-            .filter(|v| std::env::var_os(v).is_some())
-            .count();
-            assert_eq!(super::tune_malloc(), 3 - from_env);
+    fn jemalloc_runs_with_its_background_thread() {
+        let v: Vec<u8> = vec![1; 1 << 20];
+        drop(v);
+        if std::env::var_os("_RJEM_MALLOC_CONF").is_some() {
+            return;
         }
+        // The background thread is named by jemalloc and is a thread of
+        // this process once an allocation has been made.
+        let named = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+            .any(|c| c.trim() == "jemalloc_bg_thd");
+        assert!(
+            named,
+            "no jemalloc_bg_thd thread: the compiled-in options were not read"
+        );
     }
 }

@@ -260,9 +260,8 @@ fn fixture_v2() -> Vec<(Transaction, ExtractorProgress)> {
 /// The records of [`fixture_v2`], as this version writes them.
 fn records() -> Vec<u8> {
     let mut out = Vec::new();
-    let mut scratch = Vec::new();
     for (t, p) in fixture_v2() {
-        encode_record(&t, &p, &mut scratch, &mut out).unwrap();
+        encode_record(&t, &p, &mut out).unwrap();
     }
     out
 }

@@ -4,7 +4,7 @@
 //! cached per channel until DDL ([`TableCache`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -28,24 +28,43 @@ pub struct ReplicaTable {
     /// foreign keys either way (none of its own, none referencing it) and
     /// no generated columns.
     pub merge_updates: bool,
+    /// The last [`ReplicaTable::complete_columns`] answer and the binlog
+    /// columns it was made from (the same for every rows change of the
+    /// table until DDL): asked for every rows change.
+    completed: Mutex<Option<Completed>>,
 }
+
+/// Binlog columns and [`ReplicaTable::complete_columns`]'s answer for them.
+type Completed = (Vec<ColumnInfo>, Arc<[ColumnInfo]>);
 
 impl ReplicaTable {
     /// The binlog's columns with what its metadata lacked (signedness,
     /// binary CHAR/BINARY) filled in from the replica's definition
-    /// ([`columns::complete`]).
-    pub fn complete_columns(&self, binlog: &[ColumnInfo]) -> Vec<ColumnInfo> {
-        if self.columns.is_empty() {
-            return binlog.to_vec();
+    /// ([`columns::complete`]); the previous answer again when `binlog`
+    /// equals the columns it was made from.
+    pub fn complete_columns(&self, binlog: &[ColumnInfo]) -> Arc<[ColumnInfo]> {
+        let mut completed = self.completed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((from, answer)) = &*completed {
+            if from[..] == *binlog {
+                return answer.clone();
+            }
         }
-        columns::complete(binlog, &self.columns)
+        let answer: Arc<[ColumnInfo]> = if self.columns.is_empty() {
+            binlog.into()
+        } else {
+            columns::complete(binlog, &self.columns).into()
+        };
+        *completed = Some((binlog.to_vec(), answer.clone()));
+        answer
     }
 }
 
-/// A channel's [`ReplicaTable`]s by schema and table, kept until DDL.
+/// A channel's [`ReplicaTable`]s by schema, then table, kept until DDL
+/// (two levels so that a lookup, made for every rows change, borrows the
+/// names instead of building a key).
 #[derive(Debug, Default)]
 pub struct TableCache {
-    tables: HashMap<(String, String), Arc<ReplicaTable>>,
+    tables: HashMap<String, HashMap<String, Arc<ReplicaTable>>>,
 }
 
 impl TableCache {
@@ -65,8 +84,11 @@ impl TableCache {
         conn: &mut Conn,
         info: &TableInfo,
     ) -> Result<Arc<ReplicaTable>, mysql_async::Error> {
-        let key = (info.schema.clone(), info.table.clone());
-        if let Some(t) = self.tables.get(&key) {
+        if let Some(t) = self
+            .tables
+            .get(&info.schema)
+            .and_then(|tables| tables.get(&info.table))
+        {
             if t.shape.columns.len() == info.columns.len() {
                 return Ok(t.clone());
             }
@@ -85,6 +107,7 @@ impl TableCache {
                 },
                 columns: Vec::new(),
                 merge_updates: false,
+                completed: Mutex::new(None),
             }
         } else {
             let rows: Vec<(String, String, String)> = conn
@@ -120,6 +143,7 @@ impl TableCache {
                     primary_key: (!primary_key.is_empty()).then_some(primary_key),
                 },
                 merge_updates: false,
+                completed: Mutex::new(None),
             }
         };
         let mut table = table;
@@ -154,7 +178,10 @@ impl TableCache {
             table.merge_updates = obstacles == Some(0);
         }
         let table = Arc::new(table);
-        self.tables.insert(key, table.clone());
+        self.tables
+            .entry(info.schema.clone())
+            .or_default()
+            .insert(info.table.clone(), table.clone());
         Ok(table)
     }
 }

@@ -192,7 +192,6 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> ExitCode {
     // Before any thread: see shardrep::memory.
-    shardrep::memory::tune_malloc();
     shardrep::memory::cap_client_buffer_pool();
     let cli = Cli::parse();
     let format = match log_format() {

@@ -477,6 +477,9 @@ impl EventSource for LiveSource {
         let read_timeout = self.options.read_timeout;
         let wire = self.wire.as_mut().expect("connected");
         let packet = match read_timeout {
+            // A packet already whole in the read buffer needs no timer
+            // (one per event was about 2% of shardrep's CPU in a catch-up).
+            Some(_) if wire.packet_buffered() => wire.read_packet().await,
             Some(limit) => match tokio::time::timeout(limit, wire.read_packet()).await {
                 Ok(r) => r,
                 Err(_) => Err(WireError::Timeout(format!(
@@ -847,6 +850,22 @@ impl Wire {
             payload: Vec::new(),
             filled: 0,
         }
+    }
+
+    /// Whether the next packet is whole in the read buffer (a single-chunk
+    /// packet, none of it consumed yet): [`Wire::read_packet`] then returns
+    /// it without waiting on the socket.
+    fn packet_buffered(&self) -> bool {
+        if self.in_payload || self.header_len != 0 {
+            return false;
+        }
+        let buffered = self.stream.buffer();
+        let Some(header) = buffered.get(..4) else {
+            return false;
+        };
+        let len =
+            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        len < MAX_PAYLOAD && buffered.len() >= 4 + len
     }
 
     /// Reads one logical packet (joining 16 MiB - 1 continuations).

@@ -182,14 +182,36 @@ impl FromStr for BinlogPosition {
         }
         let offset = parse_decimal(offset, u64::MAX)
             .ok_or_else(|| fail(number_reason("OFFSET", offset, u64::MAX)))?;
-        let (base_len, index) = split_binlog_file(file).map_err(fail)?;
+        let (file, base_len, index) = LAST_PARSED_FILE
+            .with(|last| {
+                let mut last = last.borrow_mut();
+                if let Some((f, base_len, index)) = &*last {
+                    if **f == *file {
+                        return Ok((f.clone(), *base_len, *index));
+                    }
+                }
+                let (base_len, index) = split_binlog_file(file)?;
+                let f: Arc<str> = file.into();
+                *last = Some((f.clone(), base_len, index));
+                Ok((f, base_len, index))
+            })
+            .map_err(fail)?;
         Ok(BinlogPosition {
-            file: file.into(),
+            file,
             offset,
             base_len,
             index,
         })
     }
+}
+
+thread_local! {
+    /// The file name of the last position parsed on this thread, with its
+    /// base length and index: positions read from the queue come two per
+    /// transaction and nearly all name the same file, which then shares one
+    /// allocation instead of one each.
+    static LAST_PARSED_FILE: std::cell::RefCell<Option<(Arc<str>, usize, u64)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 impl PartialOrd for BinlogPosition {

@@ -234,8 +234,8 @@ pub enum RecordError {
     Corrupt(String),
 }
 
-/// Appends the record of `txn` with `progress` to `out`. `scratch` is a
-/// reusable buffer (cleared here).
+/// Appends the record of `txn` with `progress` to `out`, serializing the
+/// payload in place (no intermediate buffer).
 ///
 /// # Errors
 /// postcard's message if the transaction cannot be serialized (it always
@@ -243,7 +243,6 @@ pub enum RecordError {
 pub fn encode_record(
     txn: &Transaction,
     progress: &ExtractorProgress,
-    scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
     let own_gtid = own_gtid_position(txn);
@@ -253,23 +252,51 @@ pub fn encode_record(
         gtid_position: (progress.gtid_position != own_gtid).then_some(&progress.gtid_position),
         transaction: txn,
     };
-    scratch.clear();
-    let payload =
-        postcard::to_extend(&record, std::mem::take(scratch)).map_err(|e| e.to_string())?;
     let start = out.len();
-    // Header, the length varint (at most 10 bytes for a u64), payload.
-    out.reserve(FIXED_HEADER + 10 + payload.len());
+    // Header with room for a length varint of LEN_GUESS bytes (payloads of
+    // 128 bytes to 16 KiB); the payload is serialized after it, and the
+    // varint is moved into place when its length differs.
+    const LEN_GUESS: usize = 2;
     out.push(FORMAT_V2);
-    out.extend_from_slice(&[0; 4]);
-    push_varint(out, payload.len() as u64);
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(&[0; 4 + LEN_GUESS]);
+    let payload_at = out.len();
+    postcard::serialize_with_flavor(&record, VecTail(out)).map_err(|e| e.to_string())?;
+    let payload_len = out.len() - payload_at;
+    let mut varint = Vec::with_capacity(10);
+    push_varint(&mut varint, payload_len as u64);
+    let len_at = start + FIXED_HEADER;
+    if varint.len() == LEN_GUESS {
+        out[len_at..payload_at].copy_from_slice(&varint);
+    } else {
+        out.splice(len_at..payload_at, varint);
+    }
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&out[start..start + 1]);
     hasher.update(&out[start + FIXED_HEADER..]);
     let crc = hasher.finalize();
     out[start + 1..start + FIXED_HEADER].copy_from_slice(&crc.to_le_bytes());
-    *scratch = payload;
     Ok(())
+}
+
+/// A postcard output that appends to a vector it borrows.
+struct VecTail<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for VecTail<'_> {
+    type Output = ();
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// The record of `txn` with `progress`, as a new vector.
@@ -278,7 +305,7 @@ pub fn encode_record(
 /// See [`encode_record`].
 pub fn record_bytes(txn: &Transaction, progress: &ExtractorProgress) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    encode_record(txn, progress, &mut Vec::new(), &mut out)?;
+    encode_record(txn, progress, &mut out)?;
     Ok(out)
 }
 
@@ -960,19 +987,47 @@ mod tests {
         assert_eq!(read_varint(&[0xff, 0xff]), None);
     }
 
+    /// Payloads whose length varint is 1, 2 and 3 bytes long (the encoder
+    /// guesses 2 and moves the payload when it is not): the same bytes as
+    /// serializing the payload first, and read back whole.
+    #[test]
+    fn length_varints_of_every_size_are_minimal_and_read_back() {
+        for len in [
+            0usize, 60, 100, 127, 128, 200, 16_200, 16_383, 16_384, 20_000, 2_100_000,
+        ] {
+            let mut t = txn(7);
+            t.changes.push(Change::Annotation(vec![b'x'; len]));
+            let p = ExtractorProgress::after(&t, Epoch(3));
+            let mut out = vec![9, 9];
+            encode_record(&t, &p, &mut out).unwrap();
+            assert_eq!(&out[..2], &[9, 9]);
+            let own = own_gtid_position(&t);
+            let payload = postcard::to_allocvec(&record_ref(&t, &p, &own)).unwrap();
+            let mut header_len = Vec::new();
+            push_varint(&mut header_len, payload.len() as u64);
+            assert_eq!(
+                out.len() - 2,
+                FIXED_HEADER + header_len.len() + payload.len(),
+                "{len}"
+            );
+            assert_eq!(
+                &out[2 + FIXED_HEADER..2 + FIXED_HEADER + header_len.len()],
+                &header_len[..]
+            );
+            assert_eq!(&out[2 + FIXED_HEADER + header_len.len()..], &payload[..]);
+            assert_eq!(record_len(&t, &p).unwrap(), (out.len() - 2) as u64);
+            let (back, progress) = decode_record_bytes(&out[2..]).unwrap();
+            assert_eq!(back, t);
+            assert_eq!(progress, p);
+        }
+    }
+
     #[test]
     fn cursor_walks_a_block() {
         let mut block = Vec::new();
-        let mut scratch = Vec::new();
         for s in 10..14 {
             let t = txn(s);
-            encode_record(
-                &t,
-                &ExtractorProgress::after(&t, Epoch(10)),
-                &mut scratch,
-                &mut block,
-            )
-            .unwrap();
+            encode_record(&t, &ExtractorProgress::after(&t, Epoch(10)), &mut block).unwrap();
         }
         let mut c = RecordCursor::new(&block, 0, Seqno(10));
         let mut seen = vec![];

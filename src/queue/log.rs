@@ -474,18 +474,30 @@ impl Log {
     /// [`LogError::Io`]; [`LogError::BadFrame`] when the header does not
     /// match the index or the CRC does not match.
     pub fn read(&self, frame: Frame) -> Result<Vec<u8>, LogError> {
+        let mut buf = Vec::new();
+        self.read_into(frame, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// As [`Log::read`], into `buf` (its contents replaced): a reader that
+    /// hands back the buffer of the block it is done with reuses its pages
+    /// instead of faulting in new ones for every block.
+    ///
+    /// # Errors
+    /// As [`Log::read`].
+    pub fn read_into(&self, frame: Frame, buf: &mut Vec<u8>) -> Result<(), LogError> {
         let total = FRAME_HEADER_BYTES + frame.len as usize;
-        let mut buf = vec![0u8; total];
+        buf.clear();
+        buf.resize(total, 0);
         self.file
-            .read_exact_at(&mut buf, frame.offset)
+            .read_exact_at(buf, frame.offset)
             .map_err(io_error(format!(
                 "read the block of seqno {} at byte {} of {}",
                 frame.first,
                 frame.offset,
                 self.path.display()
             )))?;
-        check_frame(&buf, frame)?;
-        Ok(buf)
+        check_frame(buf, frame)
     }
 
     /// fsyncs the file's data and length (`fdatasync`).

@@ -207,9 +207,15 @@ pub const MIN_MAX_UNFLUSHED_BYTES: u64 = 16 << 20;
 /// block, so that the queue never holds it whole in memory.
 pub const EXTERNAL_MIN_BYTES: usize = 256 << 10;
 
-/// Largest encode buffer, bytes, that the queue keeps for the next append
-/// ([`Inner::encode`]); a larger one, left by a large record, is freed.
-const SCRATCH_KEEP_BYTES: usize = 64 << 10;
+/// Largest capacity, bytes, that [`Inner::encode`] gives a record's buffer
+/// before serializing into it (the length of the previous record and a
+/// quarter more, at most this): most records then fit without the buffer
+/// growing by doubling from empty.
+const ENCODE_RESERVE_MAX_BYTES: usize = 64 << 10;
+
+/// Largest buffer, bytes, that a [`QueueReader`] keeps from a block it has
+/// read for the next one (a block of a large record is freed instead).
+const SPARE_KEEP_BYTES: usize = 4 * BLOCK_BYTES;
 
 /// How a queue is opened: the `[queue]` settings of the configuration plus
 /// the read-only switch of the offline tools.
@@ -393,10 +399,9 @@ struct Inner {
     /// The segment [`TransactionQueue::get`] read last, kept open for the
     /// next call (`log list` gets seqno after seqno).
     get_pin: Mutex<Option<SegmentPin>>,
-    /// The postcard payload buffer of [`Inner::encode`], kept between
-    /// appends (it grows to the largest small record once, instead of
-    /// doubling from empty for every transaction).
-    encode_scratch: Mutex<Vec<u8>>,
+    /// Length in bytes of the last record [`Inner::encode`] made: the
+    /// capacity it gives the next one.
+    last_record_bytes: AtomicUsize,
     /// The locked [`LOCK_FILE`], released when the queue is closed.
     lock_file: Mutex<Option<std::fs::File>>,
 }
@@ -699,7 +704,7 @@ impl TransactionQueue {
             purge_lock: Mutex::new(()),
             open_segments,
             get_pin: Mutex::new(None),
-            encode_scratch: Mutex::new(Vec::new()),
+            last_record_bytes: AtomicUsize::new(0),
             lock_file: Mutex::new(lock_file),
         });
         let flusher = if read_only {
@@ -827,6 +832,7 @@ impl TransactionQueue {
             next: seqno,
             durable_only: false,
             current: None,
+            spare: Vec::new(),
             pin: None,
         })
     }
@@ -1217,13 +1223,10 @@ impl Inner {
                 return Ok(Encoded::External { len });
             }
         }
-        let mut scratch = lock(&self.encode_scratch);
-        let mut out = Vec::new();
-        codec::encode_record(txn, progress, &mut scratch, &mut out).map_err(encode_error)?;
-        if scratch.capacity() > SCRATCH_KEEP_BYTES {
-            // A large record's buffer is not kept.
-            *scratch = Vec::new();
-        }
+        let last = self.last_record_bytes.load(Ordering::Relaxed);
+        let mut out = Vec::with_capacity((last + last / 4).min(ENCODE_RESERVE_MAX_BYTES));
+        codec::encode_record(txn, progress, &mut out).map_err(encode_error)?;
+        self.last_record_bytes.store(out.len(), Ordering::Relaxed);
         Ok(Encoded::Bytes(out))
     }
 
@@ -1577,6 +1580,9 @@ pub struct QueueReader {
     next: Seqno,
     durable_only: bool,
     current: Option<Loaded>,
+    /// The buffer of the last log block the reader was done with, read
+    /// into by the next block load (its pages stay mapped).
+    spare: Vec<u8>,
     /// The segment the reader is in, held open while it reads it; released
     /// when the reader moves past it.
     pin: Option<SegmentPin>,
@@ -1589,6 +1595,20 @@ impl std::fmt::Debug for QueueReader {
             .field("next", &self.next)
             .field("durable_only", &self.durable_only)
             .finish()
+    }
+}
+
+/// Lets go of a reader's block in hand, keeping its buffer (up to
+/// [`SPARE_KEEP_BYTES`]) in `spare` for the next block load.
+fn release_block(current: &mut Option<Loaded>, spare: &mut Vec<u8>) {
+    if let Some(Loaded {
+        bytes: BlockBytes::Log(buf) | BlockBytes::Owned(buf),
+        ..
+    }) = current.take()
+    {
+        if buf.capacity() <= SPARE_KEEP_BYTES {
+            *spare = buf;
+        }
     }
 }
 
@@ -1670,7 +1690,7 @@ impl QueueReader {
             let segment = {
                 let s = lock(&self.inner.shared);
                 if self.next < s.floor {
-                    self.current = None;
+                    release_block(&mut self.current, &mut self.spare);
                     let floor = s.floor;
                     drop(s);
                     // Let the purged segment close and go.
@@ -1695,7 +1715,7 @@ impl QueueReader {
                     {
                         None
                     } else {
-                        self.current = None;
+                        release_block(&mut self.current, &mut self.spare);
                         Some(self.locate(&s)?)
                     }
                 } else {
@@ -1722,7 +1742,8 @@ impl QueueReader {
                             let old = self.pin.replace(pin);
                             drop(old);
                         }
-                        self.current = Some(self.load(&seg)?);
+                        let mut spare = std::mem::take(&mut self.spare);
+                        self.current = Some(self.load(&seg, &mut spare)?);
                     }
                 }
                 continue;
@@ -1742,7 +1763,7 @@ impl QueueReader {
                         )),
                     ));
                 }
-                self.current = None;
+                release_block(&mut self.current, &mut self.spare);
                 self.next = Seqno(seqno.0 + 1);
                 return Ok(Some((txn, with_progress.then_some(progress))));
             }
@@ -1818,13 +1839,12 @@ impl QueueReader {
         }
     }
 
-    /// Loads the block of `self.next` from `seg` and positions on it.
-    fn load(&self, seg: &Segment) -> Result<Loaded, QueueError> {
+    fn load(&self, seg: &Segment, spare: &mut Vec<u8>) -> Result<Loaded, QueueError> {
         let seqno = self.next;
         let named = |e: QueueError| self.opening_error(e);
-        let block = match seg.block_starting_at(seqno).map_err(named)? {
+        let block = match seg.block_starting_at_into(seqno, spare).map_err(named)? {
             Some(b) => Some(b),
-            None => seg.block_at(seqno).map_err(named)?,
+            None => seg.block_at_into(seqno, spare).map_err(named)?,
         };
         let missing = || QueueError::Corrupt {
             segment: seg.dir().to_path_buf(),

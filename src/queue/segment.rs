@@ -805,11 +805,24 @@ impl Segment {
     /// the block fails its checks (a log frame's CRC, sled chunks not
     /// numbered 0, 1, 2, ...); [`QueueError::SegmentIo`], sled errors.
     pub fn block_at(&self, seqno: Seqno) -> Result<Option<Block>, QueueError> {
+        self.block_at_into(seqno, &mut Vec::new())
+    }
+
+    /// As [`Segment::block_at`], reading a log frame into `spare` (taken:
+    /// the block owns it then), a buffer of a block read before.
+    ///
+    /// # Errors
+    /// As [`Segment::block_at`].
+    pub fn block_at_into(
+        &self,
+        seqno: Seqno,
+        spare: &mut Vec<u8>,
+    ) -> Result<Option<Block>, QueueError> {
         let db = self.db()?;
         let db = match &*db {
             Store::Log(log) => {
                 return match log.frame_at(seqno) {
-                    Some(frame) => self.load_frame(log, frame, seqno).map(Some),
+                    Some(frame) => self.load_frame(log, frame, seqno, spare).map(Some),
                     None => Ok(None),
                 }
             }
@@ -832,20 +845,41 @@ impl Segment {
     /// # Errors
     /// As [`Segment::block_at`].
     pub fn block_starting_at(&self, first: Seqno) -> Result<Option<Block>, QueueError> {
+        self.block_starting_at_into(first, &mut Vec::new())
+    }
+
+    /// As [`Segment::block_starting_at`], with a buffer to reuse as
+    /// [`Segment::block_at_into`].
+    ///
+    /// # Errors
+    /// As [`Segment::block_at`].
+    pub fn block_starting_at_into(
+        &self,
+        first: Seqno,
+        spare: &mut Vec<u8>,
+    ) -> Result<Option<Block>, QueueError> {
         let db = self.db()?;
         match &*db {
             Store::Log(log) => match log.frame_starting_at(first) {
-                Some(frame) => self.load_frame(log, frame, first).map(Some),
+                Some(frame) => self.load_frame(log, frame, first, spare).map(Some),
                 None => Ok(None),
             },
             Store::Sled(db) => self.load_chunks(db, first),
         }
     }
 
-    /// Reads and checks a log frame; errors name `seqno`, the seqno asked
-    /// for.
-    fn load_frame(&self, log: &Log, frame: Frame, seqno: Seqno) -> Result<Block, QueueError> {
-        let buf = log.read(frame).map_err(|e| self.read_error(seqno, e))?;
+    /// Reads and checks a log frame into `spare` (taken); errors name
+    /// `seqno`, the seqno asked for.
+    fn load_frame(
+        &self,
+        log: &Log,
+        frame: Frame,
+        seqno: Seqno,
+        spare: &mut Vec<u8>,
+    ) -> Result<Block, QueueError> {
+        let mut buf = std::mem::take(spare);
+        log.read_into(frame, &mut buf)
+            .map_err(|e| self.read_error(seqno, e))?;
         let payload = &buf[super::log::FRAME_HEADER_BYTES..];
         let bytes = if payload.first() == Some(&EXTERNAL_TAG) {
             self.external(frame.first, payload)?

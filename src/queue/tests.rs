@@ -571,7 +571,7 @@ fn a_write_cut_short_by_a_crash_is_cut_off_and_the_queue_goes_on() {
     // the write leaves.
     let t = txn(10, 100);
     let mut record = Vec::new();
-    codec::encode_record(&t, &progress(&t), &mut Vec::new(), &mut record).unwrap();
+    codec::encode_record(&t, &progress(&t), &mut record).unwrap();
     let mut frame = log::frame_header(Seqno(10), &record).to_vec();
     frame.extend_from_slice(&record);
     let mut bytes = std::fs::read(&path).unwrap();

@@ -61,7 +61,7 @@ impl Check {
 struct Run<'t> {
     txn: usize,
     table: Arc<ReplicaTable>,
-    columns: Vec<ColumnInfo>,
+    columns: Arc<[ColumnInfo]>,
     set: Vec<u16>,
     changes: Vec<&'t RowsChange>,
 }
@@ -226,10 +226,10 @@ impl Channel {
                     };
                     if let Some((set, change, after)) = merge {
                         next = after; // past a fused INSERT
-                        if let Some(r) = run
-                            .as_mut()
-                            .filter(|r| Arc::ptr_eq(&r.table, &table) && r.columns == columns)
-                        {
+                        if let Some(r) = run.as_mut().filter(|r| {
+                            Arc::ptr_eq(&r.table, &table)
+                                && (Arc::ptr_eq(&r.columns, &columns) || r.columns == columns)
+                        }) {
                             r.changes.push(change);
                             r.txn = index;
                             for c in set {
