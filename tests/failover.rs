@@ -640,6 +640,35 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     let topo = Topology::fresh();
     let sb = &topo.sb;
     let (schema, spec, process) = start_service(&topo, "foerrant").await;
+
+    // A port that accepts connections and never answers (not a MariaDB
+    // server): refused within the source's connect timeout (default
+    // 10 s), nothing switched, the service still ONLINE.
+    let silent = std::net::TcpListener::bind((sb.host.as_str(), 0)).unwrap();
+    let silent_port = silent.local_addr().unwrap().port().to_string();
+    let asked = Instant::now();
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &silent_port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "the new master {}:{silent_port}: no MariaDB answer within 10000 ms",
+            sb.host
+        )),
+        "{err}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        asked.elapsed()
+    );
+    drop(silent);
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["sourceSwitchedAt"], Value::Null, "{s}");
+
     let table = format!("{}.t", quote_ident(&schema));
     let mut master = sb.connect(Server::Master).await;
     for id in 1..=10u64 {

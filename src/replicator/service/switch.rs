@@ -134,17 +134,22 @@ impl Service {
             discarded: String::new(),
             switched_at: String::new(),
         };
-        let master = new_master(&candidate, &live.password)?;
+        let limit = Duration::from_millis(live.connect_timeout_ms.max(1));
+        let master = new_master(&candidate, &live.password, limit)?;
         // Until the switch is stored (or refused), no run starts: a crash
         // in between never resumes applying the old master's queue.
         self.pending(Some(&candidate))?;
         let was_running = self.lock().run.is_some();
         let switched = if was_running {
+            // The new master's state again once the service stopped: the
+            // first read may predate transactions the service applied
+            // while it went offline (a planned switch under load).
             self.stop_for_switch(&master.state, request.timeout)
+                .and_then(|()| new_master(&candidate, &live.password, limit))
         } else {
-            Ok(())
+            Ok(master)
         }
-        .and_then(|()| self.switch_offline(candidate, master));
+        .and_then(|master| self.switch_offline(candidate, master));
         let mut done = match switched {
             Ok(done) => done,
             Err(e) => {
@@ -378,11 +383,13 @@ impl Service {
                          the new master {new_address} lacks: {} (the replica is at {applied_gtid}, \
                          the new master's gtid_binlog_state is {}). Nothing is switched. They are \
                          the old master's transactions that never reached the promoted replica \
-                         (errant on this replica). Either apply them to the new master (from \
-                         the old master's binlog, e.g. mariadb-binlog --start-position of the \
-                         first of them, or from this replica's binlog), then source set again; \
-                         or re-seed this replica from the new master and `shardrepctl reset \
-                         --confirm {name}`",
+                         (errant on this replica). A service that was ONLINE is now \
+                         OFFLINE:NORMAL on the old source (`shardrepctl online` resumes there). \
+                         Either apply them to the new master before it takes writes (from the \
+                         old master's binlog file that holds them: mariadb-binlog \
+                         --start-position=<the GTID just before the first of them>), then source \
+                         set again; or re-seed this replica from the new master and \
+                         `shardrepctl reset --confirm {name}`",
                         ranges_text(&missing),
                         if master.state.is_empty() {
                             "empty".to_string()
@@ -453,8 +460,31 @@ struct NewMaster {
 
 /// The new master's GTID state and server id, after the checks of a
 /// takeover's master ([`crate::replica::check_master`]).
-fn new_master(candidate: &StoredSource, password: &Secret) -> Result<NewMaster, ServiceError> {
+fn new_master(
+    candidate: &StoredSource,
+    password: &Secret,
+    limit: Duration,
+) -> Result<NewMaster, ServiceError> {
     block_on(async {
+        tokio::time::timeout(limit, read_new_master(candidate, password))
+            .await
+            .unwrap_or_else(|_| {
+                Err(failed(format!(
+                    "source set: the new master {}: no MariaDB answer within {} ms (the \
+                     source's connect_timeout_ms): is a MariaDB server listening there?",
+                    candidate.address(),
+                    limit.as_millis()
+                )))
+            })
+    })?
+}
+
+/// [`new_master`]'s queries, unbounded.
+async fn read_new_master(
+    candidate: &StoredSource,
+    password: &Secret,
+) -> Result<NewMaster, ServiceError> {
+    {
         let what = |e: crate::replica::ReplicaError| {
             failed(format!(
                 "source set: the new master {}: {e}",
@@ -498,7 +528,7 @@ fn new_master(candidate: &StoredSource, password: &Secret) -> Result<NewMaster, 
             gtid_pos: facts.gtid_binlog_pos,
             state,
         })
-    })?
+    }
 }
 
 /// What happens to the queue at a switch.
