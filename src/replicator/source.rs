@@ -315,16 +315,35 @@ pub async fn mark_pending(
 /// # Errors
 /// [`SourceError::Sql`].
 pub async fn clear_pending(conn: &mut Conn, catalog: &str) -> Result<(), SourceError> {
+    unlogged_if_table(
+        conn,
+        catalog,
+        SOURCE_PENDING_TABLE,
+        &catalog::source_pending_delete(catalog),
+    )
+    .await
+}
+
+/// Runs `statement` with `sql_log_bin = 0` when the catalog table `table`
+/// exists (nothing to do otherwise).
+///
+/// # Errors
+/// [`SourceError::Sql`].
+async fn unlogged_if_table(
+    conn: &mut Conn,
+    catalog: &str,
+    table: &str,
+    statement: &str,
+) -> Result<(), SourceError> {
     let exists: Option<u64> = conn
-        .exec_first(TABLE_EXISTS, (catalog, SOURCE_PENDING_TABLE))
+        .exec_first(TABLE_EXISTS, (catalog, table))
         .await
         .map_err(sql(catalog))?;
     if exists != Some(1) {
         return Ok(());
     }
     conn.query_drop(format!(
-        "SET SESSION sql_log_bin = 0; {}; SET SESSION sql_log_bin = DEFAULT",
-        catalog::source_pending_delete(catalog)
+        "SET SESSION sql_log_bin = 0; {statement}; SET SESSION sql_log_bin = DEFAULT"
     ))
     .await
     .map_err(sql(catalog))
@@ -366,19 +385,13 @@ pub async fn read_pending(
 /// # Errors
 /// [`SourceError::Sql`].
 pub async fn clear_resume(conn: &mut Conn, catalog: &str) -> Result<(), SourceError> {
-    let exists: Option<u64> = conn
-        .exec_first(TABLE_EXISTS, (catalog, SOURCE_TABLE))
-        .await
-        .map_err(sql(catalog))?;
-    if exists != Some(1) {
-        return Ok(());
-    }
-    conn.query_drop(format!(
-        "SET SESSION sql_log_bin = 0; {}; SET SESSION sql_log_bin = DEFAULT",
-        catalog::source_clear_resume(catalog)
-    ))
+    unlogged_if_table(
+        conn,
+        catalog,
+        SOURCE_TABLE,
+        &catalog::source_clear_resume(catalog),
+    )
     .await
-    .map_err(sql(catalog))
 }
 
 /// The stored source of `config`'s service, read from its replica;
