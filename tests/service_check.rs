@@ -100,9 +100,37 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
         catch_up_timeout: Duration::from_secs(120),
         ..CheckRequest::default()
     };
+    // Table a write-locked on the replica: the check cannot read it, so
+    // it is surely still running when it is asked for again (a check of
+    // 5,000 rows can end before a second call on a fast machine).
+    let mut locker = sb.connect(TARGET).await;
+    let count_a = format!("SELECT COUNT(*) FROM {q}.a");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: Option<Option<u64>> = locker.query_first(count_a.as_str()).await.ok();
+        if n.flatten() == Some(3000) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "table a not on the replica"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker
+        .query_drop(format!("LOCK TABLES {q}.a WRITE"))
+        .await
+        .unwrap();
     blocking(|| service.start_check(request.clone())).unwrap();
-    let again = blocking(|| service.start_check(request.clone())).unwrap_err();
-    assert!(again.to_string().contains("already running"), "{again}");
+    let again = blocking(|| service.start_check(request.clone()))
+        .map_err(|e| e.to_string())
+        .map(|()| service.check_status());
+    assert!(
+        again.as_ref().is_err_and(|e| e.contains("already running")),
+        "a second check while one runs: {again:?}"
+    );
+    locker.query_drop("UNLOCK TABLES").await.unwrap();
+    drop(locker);
     let under_load = finished(&service).await;
     writing.store(false, Ordering::Relaxed);
     let writes = writer.await.unwrap();
