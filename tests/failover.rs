@@ -645,6 +645,61 @@ async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_swit
     eprintln!("crash failover test: {:?}", started.elapsed());
 }
 
+/// A switch right after the takeover, before anything was applied: the
+/// run after it must not take over native replication again (it still
+/// names the old master), but start on the new master at the takeover's
+/// GTID position; also across a restart before anything arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_right_after_the_takeover_with_nothing_applied() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "foearly").await;
+    let old_gtid = gtid_binlog_pos(sb, Server::Master).await;
+    topo.stop_master(false).await;
+    topo.promote_replica1().await;
+
+    let done = source_set(&spec, sb);
+    assert_eq!(done["appliedSeqno"], Value::Null, "{done}");
+    assert_eq!(done["resumeGtid"], old_gtid.as_str(), "{done}");
+    assert_eq!(done["discardedSeqnos"], Value::Null, "{done}");
+    wait_state(&spec, &process, "ONLINE");
+    assert_eq!(status(&spec)["sourcePort"], sb.port(NEW_MASTER));
+
+    // A restart before the new master sent anything.
+    assert!(process.terminate());
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, &process, "ONLINE");
+
+    let mut new_master = sb.connect(NEW_MASTER).await;
+    for id in 1..=20u64 {
+        new_master
+            .exec_drop(
+                format!(
+                    "INSERT INTO {}.t (id, v, note) VALUES (?, 0, 'new master')",
+                    quote_ident(&schema)
+                ),
+                (id,),
+            )
+            .await
+            .unwrap();
+    }
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let mut replica = sb.connect(TARGET).await;
+    assert_eq!(
+        common::table_rows(&mut replica, &schema, "t").await.len(),
+        20
+    );
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+    assert!(process.terminate());
+    eprintln!("early failover test: {:?}", started.elapsed());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     let _serial = SERIAL.lock().await;
@@ -769,6 +824,79 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
         .await
         .unwrap();
     assert_eq!(stored, Some(0));
+
+    // The advice followed too late: the lost tail replayed on the new
+    // master after it took writes (0-2-{kept+1}, 0-2-{kept+2}). Its state
+    // now holds all the replica applied, but a resume after the tail
+    // would skip its own two writes logged before it: refused, naming
+    // them.
+    for (i, id) in (11..=13u64).enumerate() {
+        r1.query_drop(format!(
+            "SET SESSION server_id = 1, gtid_seq_no = {}; \
+             INSERT INTO {table} (id, v, note) VALUES ({id}, 0, 'lost tail'); \
+             SET SESSION server_id = @@GLOBAL.server_id",
+            kept + 1 + i as u64
+        ))
+        .await
+        .unwrap();
+    }
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    let expected = format!(
+        "shardrepctl: source set refused: the new master {}:{port}: its binlog holds 2 \
+         transaction(s) logged before 0-1-{last}, the last this replica applied of the old \
+         master, that this replica never applied: 0-2-{}, 0-2-{}. A resume after 0-1-{last} \
+         would skip them",
+        sb.host,
+        kept + 1,
+        kept + 2
+    );
+    assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+    assert!(err.contains("Nothing is switched"), "{err}");
+
+    // A server of another topology whose GTIDs only overlap (domain 0,
+    // server id 1, a higher seqno): its gtid_binlog_state "holds" what
+    // the replica applied, its binlog does not: refused by the master
+    // itself (GTID strict mode, 1236).
+    r1.query_drop(
+        "RESET MASTER; SET GLOBAL gtid_slave_pos = ''; \
+         SET SESSION server_id = 1, gtid_seq_no = 99999",
+    )
+    .await
+    .unwrap();
+    r1.query_drop(format!(
+        "INSERT INTO {table} (id, v, note) VALUES (200, 0, 'stranger')"
+    ))
+    .await
+    .unwrap();
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    let expected = format!(
+        "shardrepctl: source set refused: the new master {}:{port}: its binlog does not \
+         continue from this replica's position 0-1-{last}: the master answered 1236: ",
+        sb.host
+    );
+    eprintln!("stranger refused: {err}");
+    assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+    assert!(err.contains(&format!("0-1-{last}")), "{err}");
+
+    // Still nothing switched, nothing applied from either.
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(s["sourcePort"], sb.port(Server::Master), "{s}");
+    assert_eq!(s["sourceSwitchedAt"], Value::Null, "{s}");
+    assert_eq!(
+        common::table_rows(&mut replica, &schema, "t").await,
+        rows_before
+    );
+    let restart_after: Option<String> = replica.query_first(&restart_query).await.unwrap();
+    assert_eq!(restart_after.as_deref(), Some(tail_end.as_str()));
     assert!(process.terminate());
     eprintln!("errant failover test: {:?}", started.elapsed());
 }

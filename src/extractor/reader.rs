@@ -190,6 +190,26 @@ impl Extractor {
         next_seqno: Seqno,
         follow: bool,
     ) -> Result<Extractor, ExtractError> {
+        Self::open_with(endpoint, start, next_seqno, follow, false)
+    }
+
+    /// [`Extractor::open`]; with `gtid_strict` a GTID start asks a MariaDB
+    /// master for `@slave_gtid_strict_mode = 1`: the master refuses (error
+    /// 1236) a start GTID that its binlog lacks although it holds a later
+    /// one of the same domain and server ("a hole"), as for a native
+    /// replica in GTID strict mode (MariaDB KB, "GTID": gtid_strict_mode).
+    /// A new master after a switch is read so: a server of another
+    /// topology with overlapping GTIDs is refused, not read from its start.
+    ///
+    /// # Errors
+    /// As [`Extractor::open`].
+    pub fn open_with(
+        endpoint: &SourceEndpoint,
+        start: ExtractStart,
+        next_seqno: Seqno,
+        follow: bool,
+        gtid_strict: bool,
+    ) -> Result<Extractor, ExtractError> {
         let (source, live, max_backoff) = match endpoint {
             SourceEndpoint::Files(files) => {
                 let ExtractStart::File(position) = &start else {
@@ -206,6 +226,9 @@ impl Extractor {
             SourceEndpoint::Live(live) => {
                 let mut options = LiveOptions::from_config(live);
                 options.non_blocking = !follow;
+                if gtid_strict {
+                    options.gtid_strict_mode = Some(true);
+                }
                 let source = LiveSource::new(options.clone(), live_start(&start));
                 (
                     AnySource::Live(source),

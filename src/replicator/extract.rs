@@ -56,6 +56,8 @@ pub struct ExtractPlan {
     /// A resumed extraction from a live master: the stored GTID position,
     /// asked for when the first read is refused with 1236.
     gtid_fallback: Option<(LiveOptions, GtidPos)>,
+    /// A GTID start in GTID strict mode ([`Extractor::open_with`]).
+    gtid_strict: bool,
 }
 
 impl ExtractPlan {
@@ -78,6 +80,7 @@ impl ExtractPlan {
             start: ExtractStart::File(progress.position.clone()),
             gtid: Some(progress.gtid_position.clone()),
             gtid_fallback,
+            gtid_strict: false,
         }
     }
 
@@ -98,6 +101,7 @@ impl ExtractPlan {
             start,
             gtid,
             gtid_fallback: None,
+            gtid_strict: false,
         })
     }
 
@@ -118,12 +122,15 @@ impl ExtractPlan {
     }
 
     /// After a master switch ([`super::source`]): at `gtid` on the new
-    /// master, by GTID, with that GTID position.
+    /// master, by GTID, with that GTID position, in GTID strict mode (a
+    /// master whose binlog lacks `gtid` between later ones is refused
+    /// with 1236 instead of read from an older point).
     pub fn after_switch(gtid: GtidPos) -> ExtractPlan {
         ExtractPlan {
             start: ExtractStart::Gtid(gtid.clone()),
             gtid: Some(gtid),
             gtid_fallback: None,
+            gtid_strict: true,
         }
     }
 
@@ -204,8 +211,9 @@ pub async fn extract_to_queue(
         start,
         gtid,
         mut gtid_fallback,
+        gtid_strict,
     } = plan;
-    let mut extractor = Extractor::open(endpoint, start, next_seqno, follow)?;
+    let mut extractor = Extractor::open_with(endpoint, start, next_seqno, follow, gtid_strict)?;
     if let Some(gtid) = gtid {
         extractor.set_gtid_position(gtid);
     }

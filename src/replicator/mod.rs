@@ -48,6 +48,7 @@ mod setup;
 mod skips;
 pub mod source;
 pub mod state;
+pub mod switch_scan;
 mod takeover;
 
 pub use error::{ExtractFailure, RunError, SetupServer};

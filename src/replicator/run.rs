@@ -207,6 +207,7 @@ pub fn run(
         &catalog,
         &queue,
         &start.rows,
+        stored_source.as_ref().is_some_and(|s| s.resume.is_some()),
         options.observer.as_deref(),
     )
     .map_err(before_applying)?;

@@ -13,8 +13,11 @@ use crate::queue::TransactionQueue;
 
 /// Where the extractor starts when `queue` holds nothing yet: the takeover
 /// point when this run takes over native replication (every restart row
-/// empty and `source.start = "takeover"`), else the configured
-/// `source.start`. A takeover is logged, recorded on the restart rows (a
+/// empty, no master switch stored and `source.start = "takeover"`), else
+/// the configured `source.start`. After a switch (`switched`: the catalog
+/// holds a resume point on the new master) the takeover is done: native
+/// replication still names the old master, and the extractor starts at
+/// the switch's GTID position instead. A takeover is logged, recorded on the restart rows (a
 /// handback with nothing applied goes back there) and shown in `observer`.
 ///
 /// # Errors
@@ -26,11 +29,13 @@ pub(super) fn first_start(
     catalog: &str,
     queue: &TransactionQueue,
     rows: &[RestartRow],
+    switched: bool,
     observer: Option<&Observer>,
 ) -> Result<FirstStart, RunError> {
     let configured = FirstStart::Configured(config.source.start.clone());
     if queue.last_progress().is_some()
         || rows.iter().any(|r| r.seqno.is_some())
+        || switched
         || !matches!(config.source.start, StartPosition::Takeover)
     {
         return Ok(configured);

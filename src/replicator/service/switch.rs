@@ -43,6 +43,7 @@ use crate::replicator::source::{
     self, missing_on, ranges_text, BinlogState, StoredSource, SwitchResume,
 };
 use crate::replicator::state::State;
+use crate::replicator::switch_scan::scan_new_master;
 
 /// How often a switch looks whether the service has gone offline.
 const STOP_POLL: Duration = Duration::from_millis(50);
@@ -149,7 +150,7 @@ impl Service {
         } else {
             Ok(master)
         }
-        .and_then(|master| self.switch_offline(candidate, master));
+        .and_then(|master| self.switch_offline(candidate, master, request.timeout));
         let mut done = match switched {
             Ok(done) => done,
             Err(e) => {
@@ -309,6 +310,7 @@ impl Service {
         &self,
         mut candidate: StoredSource,
         master: NewMaster,
+        limit: Duration,
     ) -> Result<SourceSwitched, ServiceError> {
         let mut inner = self.lock();
         let state = inner.machine.state();
@@ -406,6 +408,18 @@ impl Service {
                 queue
                     .close()
                     .map_err(|e| failed(format!("source set: closing the queue: {e}")))?;
+                // The new master read as the switch would resume there.
+                let endpoint = candidate.apply(&config).source.endpoint;
+                scan_new_master(&endpoint, &plan.resume_gtid, &master.slave_pos, limit)
+                    .await
+                    .map_err(|refusal| {
+                        ServiceError::illegal_state(format!(
+                            "source set refused: the new master {new_address}: {refusal}. \
+                             Nothing is switched. A service that was ONLINE is now \
+                             OFFLINE:NORMAL on the old source (`shardrepctl online` resumes \
+                             there)"
+                        ))
+                    })?;
                 done.kept_through = plan.kept_through;
                 done.resume_gtid = Some(plan.resume_gtid.clone());
                 done.first_seqno = Some(plan.first_seqno);
@@ -456,6 +470,8 @@ struct NewMaster {
     gtid_pos: GtidPos,
     /// `@@gtid_binlog_state`.
     state: BinlogState,
+    /// `@@gtid_slave_pos`: where it stopped replicating (empty: never).
+    slave_pos: GtidPos,
 }
 
 /// The new master's GTID state and server id, after the checks of a
@@ -515,6 +531,25 @@ async fn read_new_master(
                 crate::mysql::ErrorText(&e)
             ))
         })?;
+        let slave_pos: Option<String> = mysql_async::prelude::Queryable::query_first(
+            &mut conn,
+            "SELECT @@GLOBAL.gtid_slave_pos",
+        )
+        .await
+        .map_err(|e| {
+            failed(format!(
+                "source set: the new master {}: SELECT @@GLOBAL.gtid_slave_pos: {}",
+                candidate.address(),
+                crate::mysql::ErrorText(&e)
+            ))
+        })?;
+        let slave_pos = slave_pos.unwrap_or_default();
+        let slave_pos = slave_pos.parse().map_err(|e| {
+            failed(format!(
+                "source set: the new master {}: gtid_slave_pos {slave_pos:?}: {e}",
+                candidate.address()
+            ))
+        })?;
         let state = state.unwrap_or_default();
         let state = state.parse().map_err(|e| {
             failed(format!(
@@ -527,6 +562,7 @@ async fn read_new_master(
             server_id: facts.server_id,
             gtid_pos: facts.gtid_binlog_pos,
             state,
+            slave_pos,
         })
     }
 }
