@@ -484,6 +484,14 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     assert_eq!(done["resumeGtid"], old_gtid.as_str(), "{done}");
     let first_seqno = done["firstSeqno"].as_u64().expect("a first seqno");
     assert_eq!(done["appliedSeqno"].as_u64(), Some(first_seqno - 1));
+    assert_eq!(done["unchanged"], false, "{done}");
+    // The hook run twice: exit 0, nothing changed.
+    let again = source_set(&spec, sb);
+    assert_eq!(again["unchanged"], true, "{again}");
+    assert_eq!(again["previous"], done["source"], "{again}");
+    assert_eq!(again["source"], done["source"], "{again}");
+    assert_eq!(again["firstSeqno"], first_seqno, "{again}");
+    assert_eq!(again["resumeGtid"], old_gtid.as_str(), "{again}");
 
     // The load goes on on the new master; replica 2 follows it.
     tokio::time::sleep(Duration::from_secs(2)).await;

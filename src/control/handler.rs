@@ -165,6 +165,7 @@ impl ControlHandler for ServiceHandler {
             "resumeGtid": done.resume_gtid.map(|g| g.to_string()),
             "firstSeqno": done.first_seqno.map(Seqno::get),
             "state": done.state,
+            "unchanged": done.unchanged,
         }))
     }
 

@@ -82,6 +82,8 @@ pub struct Service {
     /// The source master stored by a switch (`source set`), which
     /// replaces the configuration's; `None`: the configuration's.
     source: Mutex<Option<super::source::StoredSource>>,
+    /// `host:port` of the `source set` under way, if one is.
+    switching: Mutex<Option<String>>,
 }
 
 struct Inner {
@@ -191,6 +193,7 @@ impl Service {
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             stop_when_idle,
             check: Mutex::new(None),
+            switching: Mutex::new(None),
             lag: Mutex::new(None),
             source: Mutex::new(stored_source),
         });

@@ -92,6 +92,12 @@ pub struct SourceSwitched {
     pub first_seqno: Option<Seqno>,
     /// The state afterwards.
     pub state: State,
+    /// The new master was already the service's source: nothing was done
+    /// (a failover hook run twice). Then `previous` and `source` are the
+    /// same, `applied_seqno` is the last applied, and `resume_gtid` and
+    /// `first_seqno` are those of the switch that made it the source
+    /// (`None`: the configuration's).
+    pub unchanged: bool,
 }
 
 impl Service {
@@ -102,8 +108,7 @@ impl Service {
     ///
     /// # Errors
     /// [`ServiceError::Unsupported`] for an extractor-role service or a
-    /// binlog-directory source; [`ServiceError::Invalid`] when the new
-    /// master is the current one; [`ServiceError::Failed`] when the new
+    /// binlog-directory source; [`ServiceError::Failed`] when the new
     /// master cannot be read or refuses a check, the service does not go
     /// offline in time or fails on the way; [`ServiceError::IllegalState`]
     /// when the restart rows do not allow it (an unclean stop, a started
@@ -119,12 +124,63 @@ impl Service {
                     .into(),
             ));
         };
+        let limit = Duration::from_millis(live.connect_timeout_ms.max(1));
         if live.host == request.host && live.port == request.port {
-            return Err(ServiceError::Invalid(format!(
-                "{}:{} is already the service's source",
-                request.host, request.port
-            )));
+            // Run again after it succeeded: done, nothing to change (the
+            // master is still checked: the hook learns it answers).
+            let current = StoredSource {
+                host: live.host.clone(),
+                port: live.port,
+                user: live.user.clone(),
+                server_id: live.server_id,
+                previous: String::new(),
+                resume: None,
+                discarded: String::new(),
+                switched_at: String::new(),
+            };
+            let master = new_master(&current, &live.password, limit)?;
+            let stored = self.stored_source();
+            let resume = stored.as_ref().and_then(|s| s.resume.clone());
+            return Ok(SourceSwitched {
+                previous: current.address(),
+                source: current.address(),
+                source_server_id: master.server_id,
+                master_gtid_pos: master.gtid_pos,
+                master_gtid_state: master.state,
+                applied_seqno: self.status().applied_last_seqno,
+                applied_gtid: GtidPos::new(),
+                kept_through: None,
+                discarded: String::new(),
+                resume_gtid: resume.as_ref().map(|r| r.gtid.clone()),
+                first_seqno: resume.map(|r| r.first_seqno),
+                state: self.state(),
+                unchanged: true,
+            });
         }
+        // One switch at a time; a second one is told which runs.
+        let address = format!("{}:{}", request.host, request.port);
+        {
+            let mut switching = self.switching.lock().expect("switching");
+            if let Some(other) = &*switching {
+                return Err(ServiceError::illegal_state(format!(
+                    "a source set to {other} is under way: wait for its answer (status shows \
+                     sourceHost and sourcePort once it is done)"
+                )));
+            }
+            *switching = Some(address);
+        }
+        let done = self.set_source_alone(request, live, limit);
+        *self.switching.lock().expect("switching") = None;
+        done
+    }
+
+    /// [`Service::set_source`] to another master, the only one under way.
+    fn set_source_alone(
+        &self,
+        request: SourceRequest,
+        live: &crate::config::LiveSourceConfig,
+        limit: Duration,
+    ) -> Result<SourceSwitched, ServiceError> {
         let candidate = StoredSource {
             host: request.host.clone(),
             port: request.port,
@@ -135,7 +191,6 @@ impl Service {
             discarded: String::new(),
             switched_at: String::new(),
         };
-        let limit = Duration::from_millis(live.connect_timeout_ms.max(1));
         let master = new_master(&candidate, &live.password, limit)?;
         // Until the switch is stored (or refused), no run starts: a crash
         // in between never resumes applying the old master's queue.
@@ -361,6 +416,7 @@ impl Service {
                 resume_gtid: None,
                 first_seqno: None,
                 state,
+                unchanged: false,
             };
             let mut discard = Vec::new();
             if !rows.is_empty() {
