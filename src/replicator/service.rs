@@ -1285,21 +1285,7 @@ impl Service {
             let switched = super::source::read(&mut conn, &catalog)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            let rows = restart::read(&mut conn, &catalog)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            for row in &rows {
-                if let Some(ddl) = restart::pending_ddl(&mut conn, &catalog, row.channel)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?
-                {
-                    return Err(ServiceError::illegal_state(format!(
-                        "channel {} started the DDL of seqno {ddl} but did not record it: go \
-                         online (the channel completes it), then offline, then hand back",
-                        row.channel
-                    )));
-                }
-            }
+            let rows = restart_rows_at_rest(&mut conn, &catalog, "hand back").await?;
             let (seqno, position, gtid) = handback_position(&rows, &name)?;
             let use_gtid = switched.is_some()
                 || match used_gtid {
@@ -1559,6 +1545,37 @@ fn handback_position(
     };
     let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
+}
+
+/// The restart rows, once no channel has a DDL started and not recorded
+/// (what a handback and a master switch need before they read them).
+///
+/// # Errors
+/// [`ServiceError::Failed`] when the catalog cannot be read;
+/// [`ServiceError::IllegalState`] naming the channel and seqno of a
+/// started DDL, and that `then` (the command) comes after going online
+/// and offline.
+pub(super) async fn restart_rows_at_rest(
+    conn: &mut mysql_async::Conn,
+    catalog: &str,
+    then: &str,
+) -> Result<Vec<RestartRow>, ServiceError> {
+    let rows = restart::read(conn, catalog)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    for row in &rows {
+        if let Some(ddl) = restart::pending_ddl(conn, catalog, row.channel)
+            .await
+            .map_err(|e| failed(e.to_string()))?
+        {
+            return Err(ServiceError::illegal_state(format!(
+                "channel {} started the DDL of seqno {ddl} but did not record it: go online \
+                 (the channel completes it), then offline, then {then}",
+                row.channel
+            )));
+        }
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]

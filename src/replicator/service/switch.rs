@@ -388,21 +388,7 @@ impl Service {
             let mut conn = mysql_async::Conn::new(super::super::replica_opts(&config))
                 .await
                 .map_err(|e| self.replica_conn_error(e))?;
-            let rows = restart::read(&mut conn, &catalog)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            for row in &rows {
-                if let Some(ddl) = restart::pending_ddl(&mut conn, &catalog, row.channel)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?
-                {
-                    return Err(ServiceError::illegal_state(format!(
-                        "channel {} started the DDL of seqno {ddl} but did not record it: go \
-                         online (the channel completes it), then offline, then source set",
-                        row.channel
-                    )));
-                }
-            }
+            let rows = super::restart_rows_at_rest(&mut conn, &catalog, "source set").await?;
             let mut done = SourceSwitched {
                 previous: candidate.previous.clone(),
                 source: new_address.clone(),
