@@ -223,11 +223,19 @@ pub(crate) fn measure(
 }
 
 /// Reads the master's binlog files and GTID position.
-async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String), String> {
+async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String), (String, bool)> {
+    // (text, whether the server itself refused: a privilege or another
+    // server error, not a lost connection)
+    let refused = |what: &str, e: &mysql_async::Error| {
+        (
+            format!("{what}: {}", ErrorText(e)),
+            matches!(e, mysql_async::Error::Server(_)),
+        )
+    };
     let rows: Vec<mysql_async::Row> = conn
         .query("SHOW BINARY LOGS")
         .await
-        .map_err(|e| format!("SHOW BINARY LOGS: {}", ErrorText(&e)))?;
+        .map_err(|e| refused("SHOW BINARY LOGS", &e))?;
     let files = rows
         .into_iter()
         .filter_map(|row| {
@@ -239,7 +247,7 @@ async fn look(conn: &mut mysql_async::Conn) -> Result<(Vec<BinlogFile>, String),
     let gtid: Option<String> = conn
         .query_first("SELECT @@gtid_binlog_pos")
         .await
-        .map_err(|e| format!("SELECT @@gtid_binlog_pos: {}", ErrorText(&e)))?;
+        .map_err(|e| refused("SELECT @@gtid_binlog_pos", &e))?;
     Ok((files, gtid.unwrap_or_default()))
 }
 
@@ -280,9 +288,9 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                         conn = None;
                         master_opts = Some(opts.clone());
                     }
-                    // Err((message, connected)): a refused connection is
-                    // the extractor's to report; a refused query (the
-                    // privilege) is this thread's.
+                    // Err((message, refused)): a refused or lost
+                    // connection is the extractor's to report; a query
+                    // the server refuses (the privilege) is this thread's.
                     let looked = runtime.block_on(async {
                         if conn.is_none() {
                             conn = Some(
@@ -291,9 +299,7 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                                     .map_err(|e| (format!("connect: {}", ErrorText(&e)), false))?,
                             );
                         }
-                        look(conn.as_mut().expect("connected"))
-                            .await
-                            .map_err(|e| (e, true))
+                        look(conn.as_mut().expect("connected")).await
                     });
                     match looked {
                         Ok(seen) => {
@@ -303,9 +309,9 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                             }
                             master_seen = Some(seen);
                         }
-                        Err((e, connected)) => {
+                        Err((e, refused)) => {
                             conn = None;
-                            if connected && !failing {
+                            if refused && !failing {
                                 tracing::warn!(
                                     error = %e,
                                     "cannot read the master's binlog end: status and metrics \
@@ -314,7 +320,7 @@ pub(crate) fn spawn<S: Send + Sync + 'static>(
                                      CLIENT)"
                                 );
                                 failing = true;
-                            } else if !connected {
+                            } else if !refused {
                                 tracing::debug!(error = %e, "lag: cannot reach the master");
                             }
                             master_seen = None;
