@@ -202,6 +202,9 @@ up_one() {
             done
             if [ -n "$owners" ]; then
                 log "$name is applied by shardrep (catalog $owners): native replication left stopped"
+            elif [ -z "$(client "$name" -N -e 'SHOW SLAVE STATUS' 2>/dev/null)" ]; then
+                # RESET SLAVE ALL (a promoted replica): nothing to start.
+                log "$name has no native replication configured (promoted to a master?): left as it is"
             else
                 client "$name" -e 'START SLAVE'
             fi
