@@ -490,8 +490,8 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     assert_eq!(again["unchanged"], true, "{again}");
     assert_eq!(again["previous"], done["source"], "{again}");
     assert_eq!(again["source"], done["source"], "{again}");
-    assert_eq!(again["firstSeqno"], first_seqno, "{again}");
-    assert_eq!(again["resumeGtid"], old_gtid.as_str(), "{again}");
+    assert_eq!(again["firstSeqno"], Value::Null, "{again}");
+    assert_eq!(again["resumeGtid"], Value::Null, "{again}");
 
     // The load goes on on the new master; replica 2 follows it.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -710,6 +710,120 @@ async fn switch_right_after_the_takeover_with_nothing_applied() {
     eprintln!("early failover test: {:?}", started.elapsed());
 }
 
+/// The refusal's way out followed: the new master lacks one transaction
+/// the service applied and took no writes since, so the refusal names
+/// the exact `--start-position`; the tail replayed there (as mariadb-binlog
+/// output does: the old master's server id and sequence number), the next
+/// `source set` switches and takes the service, which the refusal left
+/// offline, online again by itself. A `source set` to the replica the
+/// service applies to is refused before anything stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "foreplay").await;
+
+    // The replica itself, by mistake: refused at once, still ONLINE.
+    let target_port = sb.port(TARGET).to_string();
+    let target_id: u32 = sb
+        .connect(TARGET)
+        .await
+        .query_first("SELECT @@server_id")
+        .await
+        .unwrap()
+        .unwrap();
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &target_port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:{target_port} is the replica this service applies to (server_id {})",
+            sb.host, target_id
+        )),
+        "{err}"
+    );
+    assert_eq!(status(&spec)["state"], "ONLINE");
+
+    let table = format!("{}.t", quote_ident(&schema));
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "INSERT INTO {table} (id, v, note) VALUES (1, 0, 'both')"
+        ))
+        .await
+        .unwrap();
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    let kept = gtid_binlog_pos(sb, Server::Master).await;
+    let mut r1 = sb.connect(NEW_MASTER).await;
+    r1.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
+    master
+        .query_drop(format!(
+            "INSERT INTO {table} (id, v, note) VALUES (2, 7, 'lost tail')"
+        ))
+        .await
+        .unwrap();
+    let tail = gtid_binlog_pos(sb, Server::Master).await;
+    wait_equal(sb, &spec, Server::Master, &schema).await;
+    drop(master);
+    topo.stop_master(false).await;
+    topo.promote_replica1().await;
+
+    let port = sb.port(NEW_MASTER).to_string();
+    let (code, out, err) = ctl(
+        &spec,
+        &["source", "set", "--host", &sb.host, "--port", &port],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "lacks: {tail} (the replica is at {tail}, the new master's gtid_binlog_state is \
+             {kept})"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("mariadb-binlog --start-position={kept} FILE")),
+        "{err}"
+    );
+    assert_eq!(status(&spec)["state"], "OFFLINE:NORMAL");
+
+    // The replay, then the switch: online again without `online`.
+    let seq: u64 = tail.rsplit('-').next().unwrap().parse().unwrap();
+    r1.query_drop(format!(
+        "SET SESSION server_id = 1, gtid_seq_no = {seq}; \
+         INSERT INTO {table} (id, v, note) VALUES (2, 7, 'lost tail'); \
+         SET SESSION server_id = @@GLOBAL.server_id"
+    ))
+    .await
+    .unwrap();
+    let done = source_set(&spec, sb);
+    assert_eq!(done["resumeGtid"], tail.as_str(), "{done}");
+    wait_state(&spec, &process, "ONLINE");
+    assert_eq!(status(&spec)["sourcePort"], sb.port(NEW_MASTER));
+    for id in 3..=12u64 {
+        r1.exec_drop(
+            format!("INSERT INTO {table} (id, v, note) VALUES (?, 0, 'new master')"),
+            (id,),
+        )
+        .await
+        .unwrap();
+    }
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let mut replica = sb.connect(TARGET).await;
+    assert_eq!(
+        common::table_rows(&mut replica, &schema, "t").await.len(),
+        12
+    );
+    let s = status(&spec);
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    assert!(process.terminate());
+    eprintln!("replay failover test: {:?}", started.elapsed());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     let _serial = SERIAL.lock().await;
@@ -810,6 +924,15 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
         kept + 2
     );
     assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+    // It took writes: no replay advice, a re-seed.
+    assert!(
+        err.contains(&format!(
+            "The new master has taken writes of its own since (0-2-{}): replayed there now",
+            kept + 2
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("--start-position"), "{err}");
     assert!(err.contains("reset --confirm"), "{err}");
 
     // Nothing changed and nothing is applied from the new master.

@@ -266,7 +266,7 @@ impl Request {
                 ..
             } => {
                 if host.trim().is_empty() {
-                    Err(ControlError::bad_request("sourceSet: host is empty"))
+                    Err(ControlError::bad_request("source set: --host is empty"))
                 } else if *port == 0 {
                     Err(ControlError::bad_request(
                         "sourceSet: port must be 1..=65535",

@@ -84,6 +84,9 @@ pub struct Service {
     source: Mutex<Option<super::source::StoredSource>>,
     /// `host:port` of the `source set` under way, if one is.
     switching: Mutex<Option<String>>,
+    /// A refused `source set` left a running service offline: the next
+    /// one that succeeds takes it online again (an `offline` clears it).
+    online_after_switch: AtomicBool,
 }
 
 struct Inner {
@@ -194,6 +197,7 @@ impl Service {
             stop_when_idle,
             check: Mutex::new(None),
             switching: Mutex::new(None),
+            online_after_switch: AtomicBool::new(false),
             lag: Mutex::new(None),
             source: Mutex::new(stored_source),
         });
@@ -670,6 +674,7 @@ impl Service {
         immediate: bool,
         at_seqno: Option<u64>,
     ) -> Result<State, ServiceError> {
+        self.online_after_switch.store(false, Ordering::Release);
         let mut inner = self.lock();
         Self::refresh(&mut inner);
         if let Some(at) = at_seqno {

@@ -569,6 +569,25 @@ pub fn missing_on(held: &GtidPos, master: &BinlogState) -> Vec<MissingRange> {
         .collect()
 }
 
+/// The new master's own writes in the domains of `missing` (from
+/// [`missing_on`]): for each range, the last GTID of every other server
+/// of its domain in `master` with a sequence number at or above the
+/// range's first. MariaDB numbers a domain in one sequence, so these were
+/// logged after the point where the replica's stream and the new master's
+/// parted: replaying the missing range on it now would log the range
+/// after them. Empty when it took no writes since. Domain, server order.
+pub fn written_since(missing: &[MissingRange], master: &BinlogState) -> Vec<Gtid> {
+    let mut out = Vec::new();
+    for range in missing {
+        for (&(d, s), &n) in &master.last {
+            if d == range.domain && s != range.server_id && n >= range.first {
+                out.push(Gtid::new(d, s, n));
+            }
+        }
+    }
+    out
+}
+
 /// `ranges` as `A, B and C`.
 pub fn ranges_text(ranges: &[MissingRange]) -> String {
     let items: Vec<String> = ranges.iter().map(ToString::to_string).collect();
@@ -589,6 +608,19 @@ mod tests {
 
     fn state(text: &str) -> BinlogState {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn writes_since_the_parting_are_the_other_servers_at_or_above_the_first_missing() {
+        let missing = missing_on(&pos("0-1-624"), &state("0-1-621,0-2-1218,0-3-400,1-2-900"));
+        assert_eq!(missing.len(), 1);
+        assert_eq!((missing[0].first, missing[0].last), (622, 624));
+        // 0-3-400 is older history; domain 1 is not the range's.
+        assert_eq!(
+            written_since(&missing, &state("0-1-621,0-2-1218,0-3-400,1-2-900")),
+            [Gtid::new(0, 2, 1218)]
+        );
+        assert!(written_since(&missing, &state("0-1-621,0-3-400")).is_empty());
     }
 
     #[test]

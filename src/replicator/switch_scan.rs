@@ -73,14 +73,16 @@ pub enum ScanRefusal {
     /// The binlog ended before a resume GTID that the master's
     /// `gtid_binlog_state` names.
     #[error(
-        "its binlog, read from {from}, ends before {resume}, which its gtid_binlog_state \
-         names: purged or rewritten; nothing to resume from by GTID"
+        "its binlog, read from {from} (where it stopped replicating: its gtid_slave_pos), ends \
+         without {lacking}, which this replica applied: its gtid_binlog_state names later \
+         transactions of that server, but its binlog does not hold these (reset, purged or \
+         rewritten). Re-seed this replica from the new master, then `shardrepctl reset`"
     )]
     Ended {
         /// Where the read started.
         from: GtidPos,
-        /// The GTID position the switch resumes after.
-        resume: GtidPos,
+        /// The transactions not found, as ranges (`0-1-385..0-1-387`).
+        lacking: String,
     },
     /// The read failed or did not get far enough within the limit.
     #[error("reading its binlog: {0}")]
@@ -191,10 +193,23 @@ pub async fn scan_new_master(
             Ok(Err(e)) => return Err(ScanRefusal::Read(e.to_string())),
             Ok(Ok(None)) if to_reach.is_empty() => break,
             Ok(Ok(None)) => {
+                let lacking = to_reach
+                    .values()
+                    .map(|goal| {
+                        let after = start.get(goal.domain_id).map_or(0, |g| g.seq_no);
+                        let first = Gtid::new(goal.domain_id, goal.server_id, after + 1);
+                        if first == *goal {
+                            first.to_string()
+                        } else {
+                            format!("{first}..{goal}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 return Err(ScanRefusal::Ended {
                     from: start,
-                    resume: resume.clone(),
-                })
+                    lacking,
+                });
             }
             Ok(Ok(Some(txn))) => txn,
         };
@@ -218,11 +233,14 @@ pub async fn scan_new_master(
     if foreign.is_empty() {
         return Ok(());
     }
-    let named = foreign
+    let mut named = foreign
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ");
+    if count > foreign.len() {
+        named.push_str(&format!(" and {} more", count - foreign.len()));
+    }
     Err(ScanRefusal::Skipped {
         resume: resume.clone(),
         count,

@@ -105,7 +105,7 @@ fn requests_on_the_wire() {
     for (bad, message) in [
         (
             r#"{"request":"sourceSet","host":" ","port":1}"#,
-            "sourceSet: host is empty",
+            "source set: --host is empty",
         ),
         (
             r#"{"request":"sourceSet","host":"h","port":0}"#,

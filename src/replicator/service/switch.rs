@@ -31,6 +31,7 @@
 //!    until `source set` runs again.
 //! 6. A service that was running goes online again.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{block_on, failed, handback_position, Service, ServiceError};
@@ -40,7 +41,8 @@ use crate::config::Secret;
 use crate::position::{GtidPos, Seqno, SeqnoRanges};
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::replicator::source::{
-    self, missing_on, ranges_text, BinlogState, StoredSource, SwitchResume,
+    self, missing_on, ranges_text, written_since, BinlogState, MissingRange, StoredSource,
+    SwitchResume,
 };
 use crate::replicator::state::State;
 use crate::replicator::switch_scan::scan_new_master;
@@ -125,7 +127,9 @@ impl Service {
             ));
         };
         let limit = Duration::from_millis(live.connect_timeout_ms.max(1));
-        if live.host == request.host && live.port == request.port {
+        let same_login = request.user.as_ref().is_none_or(|u| *u == live.user)
+            && request.server_id.is_none_or(|id| id == live.server_id);
+        if live.host == request.host && live.port == request.port && same_login {
             // Run again after it succeeded: done, nothing to change (the
             // master is still checked: the hook learns it answers).
             let current = StoredSource {
@@ -139,8 +143,6 @@ impl Service {
                 switched_at: String::new(),
             };
             let master = new_master(&current, &live.password, limit)?;
-            let stored = self.stored_source();
-            let resume = stored.as_ref().and_then(|s| s.resume.clone());
             return Ok(SourceSwitched {
                 previous: current.address(),
                 source: current.address(),
@@ -151,23 +153,45 @@ impl Service {
                 applied_gtid: GtidPos::new(),
                 kept_through: None,
                 discarded: String::new(),
-                resume_gtid: resume.as_ref().map(|r| r.gtid.clone()),
-                first_seqno: resume.map(|r| r.first_seqno),
+                resume_gtid: None,
+                first_seqno: None,
                 state: self.state(),
                 unchanged: true,
             });
         }
-        // One switch at a time; a second one is told which runs.
+        // One switch at a time; a second one to another master is told
+        // which runs, one to the same master waits for it and answers as
+        // a run again does (a hook fired twice).
         let address = format!("{}:{}", request.host, request.port);
-        {
+        let deadline = Instant::now() + request.timeout;
+        loop {
             let mut switching = self.switching.lock().expect("switching");
-            if let Some(other) = &*switching {
-                return Err(ServiceError::illegal_state(format!(
-                    "a source set to {other} is under way: wait for its answer (status shows \
-                     sourceHost and sourcePort once it is done)"
-                )));
+            match &*switching {
+                None => {
+                    *switching = Some(address);
+                    break;
+                }
+                Some(other) if *other != address || Instant::now() >= deadline => {
+                    return Err(ServiceError::illegal_state(format!(
+                        "a source set to {other} is under way: wait for its answer (status \
+                         shows sourceHost and sourcePort once it is done)"
+                    )));
+                }
+                Some(_) => {
+                    drop(switching);
+                    std::thread::sleep(STOP_POLL);
+                }
             }
-            *switching = Some(address);
+        }
+        if self
+            .effective_config()
+            .source
+            .live()
+            .is_some_and(|l| l.host == request.host && l.port == request.port && same_login)
+        {
+            // The switch waited for made it the source meanwhile.
+            *self.switching.lock().expect("switching") = None;
+            return self.set_source(request);
         }
         let done = self.set_source_alone(request, live, limit);
         *self.switching.lock().expect("switching") = None;
@@ -192,10 +216,19 @@ impl Service {
             switched_at: String::new(),
         };
         let master = new_master(&candidate, &live.password, limit)?;
+        if self.replica_server_id() == Some(master.server_id) {
+            return Err(ServiceError::Invalid(format!(
+                "source set: {} is the replica this service applies to (server_id {}), not a \
+                 master of it; nothing is done",
+                candidate.address(),
+                master.server_id
+            )));
+        }
         // Until the switch is stored (or refused), no run starts: a crash
         // in between never resumes applying the old master's queue.
         self.pending(Some(&candidate))?;
         let was_running = self.lock().run.is_some();
+        let online_again = self.online_after_switch.swap(false, Ordering::AcqRel) || was_running;
         let switched = if was_running {
             // The new master's state again once the service stopped: the
             // first read may predate transactions the service applied
@@ -212,10 +245,13 @@ impl Service {
                 if let Err(cleared) = self.pending(None) {
                     tracing::warn!(error = %cleared, "source set: cannot remove the mark of the switch");
                 }
+                if online_again && self.lock().run.is_none() {
+                    self.online_after_switch.store(true, Ordering::Release);
+                }
                 return Err(e);
             }
         };
-        if was_running {
+        if online_again {
             done.state = self.go_online(None, None).map_err(|e| {
                 failed(format!(
                     "source set: switched to {}, but going online again failed: {e}; run \
@@ -280,6 +316,25 @@ impl Service {
             timeout,
         })
         .map(Some)
+    }
+
+    /// The replica's `@@server_id`; `None` when it cannot be read (the
+    /// steps after report the replica).
+    fn replica_server_id(&self) -> Option<u32> {
+        block_on(async {
+            let mut conn = mysql_async::Conn::new(super::super::replica_opts(&self.config))
+                .await
+                .ok()?;
+            let id: Option<u32> =
+                mysql_async::prelude::Queryable::query_first(&mut conn, "SELECT @@server_id")
+                    .await
+                    .ok()
+                    .flatten();
+            let _ = conn.disconnect().await;
+            id
+        })
+        .ok()
+        .flatten()
     }
 
     /// Marks a switch to `to` under way in the catalog, or removes the
@@ -421,26 +476,13 @@ impl Service {
                 })?;
                 let missing = missing_on(&applied_gtid, &master.state);
                 if !missing.is_empty() {
-                    let count: u64 = missing.iter().map(|m| m.count()).sum();
-                    return Err(ServiceError::illegal_state(format!(
-                        "source set refused: the replica applied {count} transaction(s) that \
-                         the new master {new_address} lacks: {} (the replica is at {applied_gtid}, \
-                         the new master's gtid_binlog_state is {}). Nothing is switched. They are \
-                         the old master's transactions that never reached the promoted replica \
-                         (errant on this replica). A service that was ONLINE is now \
-                         OFFLINE:NORMAL on the old source (`shardrepctl online` resumes there). \
-                         Either apply them to the new master before it takes writes (from the \
-                         old master's binlog file that holds them: mariadb-binlog \
-                         --start-position=<the GTID just before the first of them>), then source \
-                         set again; or re-seed this replica from the new master and \
-                         `shardrepctl reset --confirm {name}`",
-                        ranges_text(&missing),
-                        if master.state.is_empty() {
-                            "empty".to_string()
-                        } else {
-                            master.state.to_string()
-                        }
-                    )));
+                    return Err(errant_refusal(
+                        &missing,
+                        &applied_gtid,
+                        &master.state,
+                        &new_address,
+                        &name,
+                    ));
                 }
                 done.applied_seqno = applied;
                 done.applied_gtid = applied_gtid.clone();
@@ -457,9 +499,7 @@ impl Service {
                     .map_err(|refusal| {
                         ServiceError::illegal_state(format!(
                             "source set refused: the new master {new_address}: {refusal}. \
-                             Nothing is switched. A service that was ONLINE is now \
-                             OFFLINE:NORMAL on the old source (`shardrepctl online` resumes \
-                             there)"
+                             Nothing is switched. {LEFT_OFFLINE}"
                         ))
                     })?;
                 done.kept_through = plan.kept_through;
@@ -504,6 +544,69 @@ impl Service {
     }
 }
 
+/// What a refusal of a switch says of a running service it stopped.
+const LEFT_OFFLINE: &str = "A service that was ONLINE is now OFFLINE:NORMAL on the old source \
+     (`shardrepctl online` resumes there; a later source set that succeeds takes it online \
+     again)";
+
+/// The refusal of a switch to a new master (`address`) that lacks the
+/// `missing` transactions this replica applied (at `applied`): names
+/// them, and the way out. While the new master took no writes of its own
+/// since the streams parted ([`written_since`]), replaying them there is
+/// one, with the exact `--start-position` of each range; once it did,
+/// only a re-seed is.
+fn errant_refusal(
+    missing: &[MissingRange],
+    applied: &GtidPos,
+    state: &BinlogState,
+    address: &str,
+    service: &str,
+) -> ServiceError {
+    let count: u64 = missing.iter().map(MissingRange::count).sum();
+    let state_text = if state.is_empty() {
+        "empty".to_string()
+    } else {
+        state.to_string()
+    };
+    let reseed = format!(
+        "re-seed this replica from the new master and `shardrepctl reset --confirm {service}`"
+    );
+    let written = written_since(missing, state);
+    let way_out = if written.is_empty() {
+        let starts: Vec<String> = missing
+            .iter()
+            .map(|m| match m.first.checked_sub(1).filter(|&n| n > 0) {
+                Some(before) => format!(
+                    "--start-position={}",
+                    crate::position::Gtid::new(m.domain, m.server_id, before)
+                ),
+                None => format!("from the start of domain {}", m.domain),
+            })
+            .collect();
+        format!(
+            "Either apply them to the new master before it takes writes, from the old \
+             master's binlog file that holds them (mariadb-binlog {} FILE | mariadb -h <new \
+             master>; --start-position starts after the GTID it names), then source set again; \
+             or {reseed}",
+            starts.join(" / ")
+        )
+    } else {
+        let named: Vec<String> = written.iter().map(ToString::to_string).collect();
+        format!(
+            "The new master has taken writes of its own since ({}): replayed there now, they \
+             would be logged after those writes, which a resume after them would skip. So {reseed}",
+            named.join(", ")
+        )
+    };
+    ServiceError::illegal_state(format!(
+        "source set refused: the replica applied {count} transaction(s) that the new master \
+         {address} lacks: {} (the replica is at {applied}, the new master's gtid_binlog_state is \
+         {state_text}). Nothing is switched. They are the old master's transactions that never \
+         reached the promoted replica (errant on this replica). {LEFT_OFFLINE}. {way_out}",
+        ranges_text(missing),
+    ))
+}
+
 /// What a switch reads of the new master.
 struct NewMaster {
     /// `@@server_id`.
@@ -544,10 +647,21 @@ async fn read_new_master(
 ) -> Result<NewMaster, ServiceError> {
     {
         let what = |e: crate::replica::ReplicaError| {
-            failed(format!(
-                "source set: the new master {}: {e}",
-                candidate.address()
-            ))
+            let text = e.to_string();
+            // Most replica errors name the server already.
+            let named = if text.contains(&candidate.address()) {
+                String::new()
+            } else {
+                format!(" {}", candidate.address())
+            };
+            // A server that answers, but not as MariaDB (an ssh banner
+            // read as a packet header).
+            let hint = if text.contains("max_allowed_packet") || text.contains("Input/output") {
+                " (its first bytes are no MariaDB handshake: is a MariaDB server listening there?)"
+            } else {
+                ""
+            };
+            failed(format!("source set: the new master{named}: {text}{hint}"))
         };
         let mut conn = crate::replica::connect(
             &candidate.host,
@@ -561,28 +675,27 @@ async fn read_new_master(
         let facts = crate::replica::check_master(&mut conn)
             .await
             .map_err(what)?;
-        let state: Option<String> = mysql_async::prelude::Queryable::query_first(
-            &mut conn,
-            "SELECT @@GLOBAL.gtid_binlog_state",
-        )
-        .await
-        .map_err(|e| {
+        // One statement: the position and the state of one moment.
+        let read: Option<(Option<String>, Option<String>, Option<String>)> =
+            mysql_async::prelude::Queryable::query_first(
+                &mut conn,
+                "SELECT @@GLOBAL.gtid_binlog_state, @@GLOBAL.gtid_binlog_pos, \
+                 @@GLOBAL.gtid_slave_pos",
+            )
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "source set: the new master {}: reading its GTID state: {}",
+                    candidate.address(),
+                    crate::mysql::ErrorText(&e)
+                ))
+            })?;
+        let (state, pos, slave_pos) = read.unwrap_or_default();
+        let pos = pos.unwrap_or_default();
+        let gtid_pos: GtidPos = pos.parse().map_err(|e| {
             failed(format!(
-                "source set: the new master {}: SELECT @@GLOBAL.gtid_binlog_state: {}",
-                candidate.address(),
-                crate::mysql::ErrorText(&e)
-            ))
-        })?;
-        let slave_pos: Option<String> = mysql_async::prelude::Queryable::query_first(
-            &mut conn,
-            "SELECT @@GLOBAL.gtid_slave_pos",
-        )
-        .await
-        .map_err(|e| {
-            failed(format!(
-                "source set: the new master {}: SELECT @@GLOBAL.gtid_slave_pos: {}",
-                candidate.address(),
-                crate::mysql::ErrorText(&e)
+                "source set: the new master {}: gtid_binlog_pos {pos:?}: {e}",
+                candidate.address()
             ))
         })?;
         let slave_pos = slave_pos.unwrap_or_default();
@@ -602,7 +715,7 @@ async fn read_new_master(
         let _ = conn.disconnect().await;
         Ok(NewMaster {
             server_id: facts.server_id,
-            gtid_pos: facts.gtid_binlog_pos,
+            gtid_pos,
             state,
             slave_pos,
         })
@@ -793,5 +906,35 @@ mod tests {
         assert_eq!(plan.resume_gtid, applied);
         queue.close().unwrap();
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_refusal_gives_the_exact_replay_position_until_the_new_master_takes_writes() {
+        let applied: GtidPos = "0-1-624".parse().unwrap();
+        let before = state("0-1-621,0-3-400");
+        let missing = missing_on(&applied, &before);
+        let text = errant_refusal(&missing, &applied, &before, "db2:3306", "svc").to_string();
+        assert!(
+            text.contains(
+                "the replica applied 3 transaction(s) that the new master db2:3306 lacks: \
+                 0-1-622..0-1-624 (the replica is at 0-1-624, the new master's \
+                 gtid_binlog_state is 0-1-621,0-3-400)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("mariadb-binlog --start-position=0-1-621 FILE"),
+            "{text}"
+        );
+        assert!(text.contains("reset --confirm svc"), "{text}");
+
+        let after = state("0-1-621,0-2-1218,0-3-400");
+        let text = errant_refusal(&missing, &applied, &after, "db2:3306", "svc").to_string();
+        assert!(
+            text.contains("The new master has taken writes of its own since (0-2-1218)"),
+            "{text}"
+        );
+        assert!(!text.contains("--start-position"), "{text}");
+        assert!(text.contains("reset --confirm svc"), "{text}");
     }
 }
