@@ -402,6 +402,19 @@ fn wait_state(spec: &ServiceSpec, process: &ShardrepProcess, state: &str) {
     }
 }
 
+/// Replays on `conn` (the promoted replica) the old master's lost-tail
+/// insert of row `id` into `table` as `mariadb-binlog` output does: under
+/// the old master's server id (1) and sequence number `seq_no` of domain 0.
+async fn replay_on(conn: &mut mysql_async::Conn, table: &str, seq_no: u64, id: u64, v: i64) {
+    conn.query_drop(format!(
+        "SET SESSION server_id = 1, gtid_seq_no = {seq_no}; \
+         INSERT INTO {table} (id, v, note) VALUES ({id}, {v}, 'lost tail'); \
+         SET SESSION server_id = @@GLOBAL.server_id"
+    ))
+    .await
+    .unwrap();
+}
+
 /// `shardrepctl --json source set` to replica 1; the parsed answer.
 fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
     let port = sb.port(NEW_MASTER).to_string();
@@ -793,13 +806,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
 
     // The replay, then the switch: online again without `online`.
     let seq: u64 = tail.rsplit('-').next().unwrap().parse().unwrap();
-    r1.query_drop(format!(
-        "SET SESSION server_id = 1, gtid_seq_no = {seq}; \
-         INSERT INTO {table} (id, v, note) VALUES (2, 7, 'lost tail'); \
-         SET SESSION server_id = @@GLOBAL.server_id"
-    ))
-    .await
-    .unwrap();
+    replay_on(&mut r1, &table, seq, 2, 7).await;
     let done = source_set(&spec, sb);
     assert_eq!(done["resumeGtid"], tail.as_str(), "{done}");
     wait_state(&spec, &process, "ONLINE");
@@ -964,14 +971,7 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     // would skip its own two writes logged before it: refused, naming
     // them.
     for (i, id) in (11..=13u64).enumerate() {
-        r1.query_drop(format!(
-            "SET SESSION server_id = 1, gtid_seq_no = {}; \
-             INSERT INTO {table} (id, v, note) VALUES ({id}, 0, 'lost tail'); \
-             SET SESSION server_id = @@GLOBAL.server_id",
-            kept + 1 + i as u64
-        ))
-        .await
-        .unwrap();
+        replay_on(&mut r1, &table, kept + 1 + i as u64, id, 0).await;
     }
     let (code, out, err) = ctl(
         &spec,

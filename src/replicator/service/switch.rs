@@ -94,11 +94,10 @@ pub struct SourceSwitched {
     pub first_seqno: Option<Seqno>,
     /// The state afterwards.
     pub state: State,
-    /// The new master was already the service's source: nothing was done
-    /// (a failover hook run twice). Then `previous` and `source` are the
-    /// same, `applied_seqno` is the last applied, and `resume_gtid` and
-    /// `first_seqno` are those of the switch that made it the source
-    /// (`None`: the configuration's).
+    /// The new master, with that login, was already the service's source:
+    /// nothing was done (a failover hook run twice). Then `previous` and
+    /// `source` are the same, `applied_seqno` is the last applied, and
+    /// `applied_gtid` is empty, `resume_gtid` and `first_seqno` `None`.
     pub unchanged: bool,
 }
 
@@ -127,25 +126,29 @@ impl Service {
             ));
         };
         let limit = Duration::from_millis(live.connect_timeout_ms.max(1));
-        let same_login = request.user.as_ref().is_none_or(|u| *u == live.user)
-            && request.server_id.is_none_or(|id| id == live.server_id);
-        if live.host == request.host && live.port == request.port && same_login {
+        let candidate = StoredSource {
+            host: request.host.clone(),
+            port: request.port,
+            user: request.user.clone().unwrap_or_else(|| live.user.clone()),
+            server_id: request.server_id.unwrap_or(live.server_id),
+            previous: format!("{}:{}", live.host, live.port),
+            resume: None,
+            discarded: String::new(),
+            switched_at: String::new(),
+        };
+        let is_current = |l: &crate::config::LiveSourceConfig| {
+            l.host == candidate.host
+                && l.port == candidate.port
+                && l.user == candidate.user
+                && l.server_id == candidate.server_id
+        };
+        if is_current(live) {
             // Run again after it succeeded: done, nothing to change (the
             // master is still checked: the hook learns it answers).
-            let current = StoredSource {
-                host: live.host.clone(),
-                port: live.port,
-                user: live.user.clone(),
-                server_id: live.server_id,
-                previous: String::new(),
-                resume: None,
-                discarded: String::new(),
-                switched_at: String::new(),
-            };
-            let master = new_master(&current, &live.password, limit)?;
+            let master = new_master(&candidate, &live.password, limit)?;
             return Ok(SourceSwitched {
-                previous: current.address(),
-                source: current.address(),
+                previous: candidate.address(),
+                source: candidate.address(),
                 source_server_id: master.server_id,
                 master_gtid_pos: master.gtid_pos,
                 master_gtid_state: master.state,
@@ -162,7 +165,7 @@ impl Service {
         // One switch at a time; a second one to another master is told
         // which runs, one to the same master waits for it and answers as
         // a run again does (a hook fired twice).
-        let address = format!("{}:{}", request.host, request.port);
+        let address = candidate.address();
         let deadline = Instant::now() + request.timeout;
         loop {
             let mut switching = self.switching.lock().expect("switching");
@@ -187,35 +190,28 @@ impl Service {
             .effective_config()
             .source
             .live()
-            .is_some_and(|l| l.host == request.host && l.port == request.port && same_login)
+            .is_some_and(is_current)
         {
             // The switch waited for made it the source meanwhile.
             *self.switching.lock().expect("switching") = None;
             return self.set_source(request);
         }
-        let done = self.set_source_alone(request, live, limit);
+        let done = self.set_source_alone(candidate, &live.password, limit, request.timeout);
         *self.switching.lock().expect("switching") = None;
         done
     }
 
-    /// [`Service::set_source`] to another master, the only one under way.
+    /// [`Service::set_source`] to `candidate`, another master (or
+    /// login), the only switch under way; `limit` bounds each read of the
+    /// new master, `timeout` the wait for the service to go offline.
     fn set_source_alone(
         &self,
-        request: SourceRequest,
-        live: &crate::config::LiveSourceConfig,
+        candidate: StoredSource,
+        password: &Secret,
         limit: Duration,
+        timeout: Duration,
     ) -> Result<SourceSwitched, ServiceError> {
-        let candidate = StoredSource {
-            host: request.host.clone(),
-            port: request.port,
-            user: request.user.clone().unwrap_or_else(|| live.user.clone()),
-            server_id: request.server_id.unwrap_or(live.server_id),
-            previous: format!("{}:{}", live.host, live.port),
-            resume: None,
-            discarded: String::new(),
-            switched_at: String::new(),
-        };
-        let master = new_master(&candidate, &live.password, limit)?;
+        let master = new_master(&candidate, password, limit)?;
         if self.replica_server_id() == Some(master.server_id) {
             return Err(ServiceError::Invalid(format!(
                 "source set: {} is the replica this service applies to (server_id {}), not a \
@@ -233,12 +229,12 @@ impl Service {
             // The new master's state again once the service stopped: the
             // first read may predate transactions the service applied
             // while it went offline (a planned switch under load).
-            self.stop_for_switch(&master.state, request.timeout)
-                .and_then(|()| new_master(&candidate, &live.password, limit))
+            self.stop_for_switch(&master.state, timeout)
+                .and_then(|()| new_master(&candidate, password, limit))
         } else {
             Ok(master)
         }
-        .and_then(|master| self.switch_offline(candidate, master, request.timeout));
+        .and_then(|master| self.switch_offline(candidate, master, timeout));
         let mut done = match switched {
             Ok(done) => done,
             Err(e) => {
@@ -691,27 +687,23 @@ async fn read_new_master(
                 ))
             })?;
         let (state, pos, slave_pos) = read.unwrap_or_default();
-        let pos = pos.unwrap_or_default();
-        let gtid_pos: GtidPos = pos.parse().map_err(|e| {
-            failed(format!(
-                "source set: the new master {}: gtid_binlog_pos {pos:?}: {e}",
-                candidate.address()
-            ))
-        })?;
-        let slave_pos = slave_pos.unwrap_or_default();
-        let slave_pos = slave_pos.parse().map_err(|e| {
-            failed(format!(
-                "source set: the new master {}: gtid_slave_pos {slave_pos:?}: {e}",
-                candidate.address()
-            ))
-        })?;
-        let state = state.unwrap_or_default();
-        let state = state.parse().map_err(|e| {
-            failed(format!(
-                "source set: the new master {}: gtid_binlog_state {state:?}: {e}",
-                candidate.address()
-            ))
-        })?;
+        // Each variable parsed, an error naming it and its text.
+        fn parse<T: std::str::FromStr<Err: std::fmt::Display>>(
+            candidate: &StoredSource,
+            variable: &str,
+            text: Option<String>,
+        ) -> Result<T, ServiceError> {
+            let text = text.unwrap_or_default();
+            text.parse().map_err(|e| {
+                failed(format!(
+                    "source set: the new master {}: {variable} {text:?}: {e}",
+                    candidate.address()
+                ))
+            })
+        }
+        let gtid_pos: GtidPos = parse(candidate, "gtid_binlog_pos", pos)?;
+        let slave_pos: GtidPos = parse(candidate, "gtid_slave_pos", slave_pos)?;
+        let state: BinlogState = parse(candidate, "gtid_binlog_state", state)?;
         let _ = conn.disconnect().await;
         Ok(NewMaster {
             server_id: facts.server_id,
