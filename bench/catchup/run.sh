@@ -772,6 +772,26 @@ echo "== catch-up results ($(hostname), $(nproc) cores; $schemas schemas, $load_
                 ($15 == "" ? "-" : $15) ($16 == "" ? "" : "+" $16) }'
     } | column -t
 } | tee "$results/results.txt"
+# What each shardrep run applied, from the line it logs as it goes
+# offline (versions before it logged the counters are left out): blocks
+# per transaction say how much block commit saved the replica.
+for log in "$results"/runs/*/shardrep*/shardrep.log; do
+    [ -e "$log" ] || continue
+    line=$(grep 'offline: this run applied' "$log" | tail -1)
+    [ -n "$line" ] || continue
+    run=${log#"$results/runs/"}; run=${run%/shardrep.log}
+    awk -v run="$run" '{
+        for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        printf "%s: %s transactions, %s row changes, %s blocks (%.1f transactions a block), %s retries\n",
+            run, v["transactions"], v["row_changes"], v["blocks"],
+            (v["blocks"] > 0 ? v["transactions"] / v["blocks"] : 0), v["retries"]
+    }' <<< "$line"
+done > "$results/blocks.txt"
+if [ -s "$results/blocks.txt" ]; then
+    echo
+    echo "shardrep runs, from their logs:"
+    tee -a "$results/results.txt" < "$results/blocks.txt"
+fi
 if [ -s "$results/failures.txt" ]; then
     echo
     echo "failures:"

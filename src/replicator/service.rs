@@ -556,8 +556,11 @@ impl Service {
             inner.totals.3 += counters.window_waits.load(Ordering::Relaxed);
             inner.row_totals.add(&counters.row);
         }
+        // What this run applied, for the line logged as it ends.
+        let mut run_applied = ApplyTotals::default();
         if let Some(progress) = observer.progress.lock().expect("observer").as_ref() {
             inner.apply_totals.add(progress);
+            run_applied.add(progress);
         }
         let immediate = options
             .immediate
@@ -591,7 +594,14 @@ impl Service {
                     let _ = inner.machine.apply(Event::Offline);
                 }
                 let _ = inner.machine.apply(Event::OfflineDone { clean });
-                tracing::info!(clean, "offline");
+                tracing::info!(
+                    clean,
+                    transactions = run_applied.transactions,
+                    row_changes = run_applied.row_changes,
+                    blocks = run_applied.blocks,
+                    retries = run_applied.retry_count(),
+                    "offline: this run applied"
+                );
             }
             Err(error) => {
                 // The rows as the failed run left them: what the replica
