@@ -777,7 +777,7 @@ echo "== catch-up results ($(hostname), $(nproc) cores; $schemas schemas, $load_
 # per transaction say how much block commit saved the replica.
 for log in "$results"/runs/*/shardrep*/shardrep.log; do
     [ -e "$log" ] || continue
-    line=$(grep 'offline: this run applied' "$log" | tail -1)
+    line=$(awk '/offline: this run applied/ {l = $0} END {print l}' "$log")
     [ -n "$line" ] || continue
     run=${log#"$results/runs/"}; run=${run%/shardrep.log}
     awk -v run="$run" '{
