@@ -495,6 +495,7 @@ skippedSeqnos                  : NONE
 sourceFirstSeqno               : NONE
 sourceHost                     : NONE
 sourcePort                     : NONE
+sourceSwitchUnfinished         : NONE
 sourceSwitchedAt               : NONE
 state                          : ONLINE
 timeInStateSeconds             : 3.250
@@ -518,7 +519,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 50);
+    assert_eq!(v.as_object().unwrap().len(), 51);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

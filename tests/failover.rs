@@ -26,7 +26,10 @@
 //!   the offline switch discards exactly those seqnos (recorded as
 //!   skipped); shardrep is then killed (`kill -9`) and restarted: it
 //!   resumes after the last applied one, and replica 2 ends equal to the
-//!   new master without them.
+//!   new master without them;
+//! - a switch interrupted by a `kill -9` that the restart cannot finish
+//!   (the new master refuses the login): `status` names it, `online` is
+//!   refused, and `source set` again finishes it once the login works.
 //!
 //! The tests break the topology (a dead master, a promoted replica), so
 //! they run on a sandbox of their own, created afresh for each test and
@@ -427,6 +430,32 @@ fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
     serde_json::from_str(&out).expect("source set JSON")
 }
 
+/// Runs `source set` to replica 1 and kills shardrep (`kill -9`) as soon
+/// as the switch is under way: its mark committed in the catalog.
+async fn kill_during_switch(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess) {
+    let port = sb.port(NEW_MASTER).to_string();
+    let mut switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args(["source", "set", "--host", &sb.host, "--port", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut replica = sb.connect(TARGET).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while catalog_rows(&mut replica, spec, "source_pending").await != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the switch was not marked: {}",
+            process.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    process.kill();
+    let _ = switch.wait();
+}
+
 /// Rows of the catalog table `table` of `spec`'s service (0 when the
 /// table does not exist).
 async fn catalog_rows(replica: &mut Conn, spec: &ServiceSpec, table: &str) -> u64 {
@@ -597,27 +626,8 @@ async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_swit
 
     // source set, and kill -9 of shardrep as soon as the switch is under
     // way (its mark is committed, the service going offline for it).
-    let port = sb.port(NEW_MASTER).to_string();
-    let mut switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(spec.dir.join("shardrep.toml"))
-        .args(["source", "set", "--host", &sb.host, "--port", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    kill_during_switch(sb, &spec, process).await;
     let mut replica = sb.connect(TARGET).await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while catalog_rows(&mut replica, &spec, "source_pending").await != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the switch was not marked: {}",
-            process.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    process.kill();
-    let _ = switch.wait();
 
     // The restart finishes the switch, then goes online. (When the kill
     // left the channels at different seqnos, a run on the old source
@@ -666,6 +676,114 @@ async fn switch_after_a_master_crash_survives_a_kill_of_shardrep_during_the_swit
     assert!(!log.contains("BINLOG MONITOR"), "{log}");
     assert!(process.terminate());
     eprintln!("crash failover test: {:?}", started.elapsed());
+}
+
+/// A switch that a `kill -9` of shardrep interrupted and the restart
+/// cannot finish (the new master refuses shardrep's login: its account is
+/// locked there): the service stays offline, `status` names the switch
+/// (`sourceSwitchUnfinished`), `online` is refused naming it; once the
+/// login works, `source set` again finishes the switch and goes online.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_switch_the_restart_cannot_finish_is_shown_and_blocks_online() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "founfin").await;
+    let table = format!("{}.t", quote_ident(&schema));
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(format!(
+            "INSERT INTO {table} (id, v, note) VALUES (1, 1, 'old master')"
+        ))
+        .await
+        .unwrap();
+    drop(master);
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    wait_equal(sb, &spec, Server::Master, &schema).await;
+    topo.stop_master(true).await;
+    topo.promote_replica1().await;
+
+    kill_during_switch(sb, &spec, process).await;
+    let port = sb.port(NEW_MASTER).to_string();
+    let mut replica = sb.connect(TARGET).await;
+
+    // The new master refuses shardrep's login from now on (not logged:
+    // nothing of it reaches a replica).
+    let mut r1 = sb.connect(NEW_MASTER).await;
+    let account = format!("'{}'@'{}'", sb.user, sb.host);
+    r1.query_drop(format!(
+        "SET SESSION sql_log_bin = 0; ALTER USER {account} ACCOUNT LOCK; \
+         SET SESSION sql_log_bin = 1"
+    ))
+    .await
+    .unwrap();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !status(&spec)["sourceSwitchUnfinished"].is_string() {
+        assert!(
+            Instant::now() < deadline,
+            "no sourceSwitchUnfinished: {}\n{}",
+            status(&spec),
+            process.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    let unfinished = s["sourceSwitchUnfinished"].as_str().unwrap();
+    assert!(
+        unfinished.starts_with(&format!(
+            "to {}:{port} (source set --host {} --port {port}, started ",
+            sb.host, sb.host
+        )),
+        "{unfinished}"
+    );
+    assert!(
+        unfinished.contains("did not finish at the restart: "),
+        "{unfinished}"
+    );
+    assert!(unfinished.contains("locked"), "{unfinished}");
+    assert_eq!(catalog_rows(&mut replica, &spec, "source_pending").await, 1);
+    // online is refused, naming the switch; the service stays offline.
+    let (code, out, err) = ctl(&spec, &["online"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("the switch of the source to ") && err.contains("did not finish"),
+        "{err}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(status(&spec)["state"], "OFFLINE:NORMAL");
+
+    // The login works again: source set finishes the switch and goes
+    // online by itself.
+    r1.query_drop(format!(
+        "SET SESSION sql_log_bin = 0; ALTER USER {account} ACCOUNT UNLOCK; \
+         SET SESSION sql_log_bin = 1"
+    ))
+    .await
+    .unwrap();
+    let done = source_set(&spec, sb);
+    assert_eq!(done["unchanged"], false, "{done}");
+    wait_state(&spec, &process, "ONLINE");
+    let s = status(&spec);
+    assert_eq!(s["sourceSwitchUnfinished"], Value::Null, "{s}");
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+    assert_eq!(catalog_rows(&mut replica, &spec, "source_pending").await, 0);
+    r1.query_drop(format!(
+        "INSERT INTO {table} (id, v, note) VALUES (2, 2, 'new master')"
+    ))
+    .await
+    .unwrap();
+    wait_equal(sb, &spec, NEW_MASTER, &schema).await;
+    let mut replica = sb.connect(TARGET).await;
+    assert_eq!(
+        common::table_rows(&mut replica, &schema, "t").await.len(),
+        2
+    );
+    assert!(process.terminate());
+    eprintln!("unfinished switch test: {:?}", started.elapsed());
 }
 
 /// A switch right after the takeover, before anything was applied: the
@@ -729,7 +847,9 @@ async fn switch_right_after_the_takeover_with_nothing_applied() {
 /// output does: the old master's server id and sequence number), the next
 /// `source set` switches and takes the service, which the refusal left
 /// offline, online again by itself. A `source set` to the replica the
-/// service applies to is refused before anything stops.
+/// service applies to is refused before anything stops, and so is a
+/// server id to announce that is the new master's own; an empty or blank
+/// `--host` is a usage error (exit 2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
     let _serial = SERIAL.lock().await;
@@ -759,6 +879,47 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
         )),
         "{err}"
     );
+    assert_eq!(status(&spec)["state"], "ONLINE");
+    // A server id to announce that is the new master's own: refused
+    // before anything stops.
+    let new_master_port = sb.port(NEW_MASTER).to_string();
+    let new_master_id: u32 = sb
+        .connect(NEW_MASTER)
+        .await
+        .query_first("SELECT @@server_id")
+        .await
+        .unwrap()
+        .unwrap();
+    let (code, out, err) = ctl(
+        &spec,
+        &[
+            "source",
+            "set",
+            "--host",
+            &sb.host,
+            "--port",
+            &new_master_port,
+            "--server-id",
+            &new_master_id.to_string(),
+        ],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "({new_master_id}: --server-id, else the source's server_id) is the new master's \
+             own server_id"
+        )),
+        "{err}"
+    );
+    // An empty host, or one with blanks: usage errors (exit 2).
+    for host in ["", " ", &format!(" {}", sb.host)] {
+        let (code, out, err) = ctl(
+            &spec,
+            &["source", "set", "--host", host, "--port", &new_master_port],
+        );
+        assert_eq!(code, 2, "{host:?}: {out}\n{err}");
+        assert!(err.contains("source set: --host"), "{err}");
+    }
     assert_eq!(status(&spec)["state"], "ONLINE");
 
     let table = format!("{}.t", quote_ident(&schema));
@@ -923,9 +1084,11 @@ async fn switch_refused_when_the_new_master_lacks_applied_transactions() {
     );
     assert_eq!(code, 1, "{out}\n{err}");
     let expected = format!(
-        "shardrepctl: source set refused: the replica applied 3 transaction(s) that the new \
-         master {}:{port} lacks: 0-1-{}..0-1-{last} (the replica is at 0-1-{last}, the new \
-         master's gtid_binlog_state is 0-1-{kept},0-2-{}). Nothing is switched.",
+        "shardrepctl: source set refused: the replica applied up to 3 transaction(s) that the \
+         new master {}:{port} lacks: 0-1-{}..0-1-{last} (at most: the new master's binlog has \
+         transactions of other servers inside that range, which this replica may have applied \
+         too) (the replica is at 0-1-{last}, the new master's gtid_binlog_state is \
+         0-1-{kept},0-2-{}). Nothing is switched.",
         sb.host,
         kept + 1,
         kept + 2

@@ -73,6 +73,7 @@ const STATUS_KEYS: &[&str] = &[
     "sourceHost",
     "sourcePort",
     "sourceSwitchedAt",
+    "sourceSwitchUnfinished",
     "sourceFirstSeqno",
 ];
 

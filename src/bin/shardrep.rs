@@ -733,8 +733,9 @@ fn run_service(
                 tracing::error!(
                     error = %e,
                     "the interrupted switch of the source did not finish: the service stays \
-                     offline. Run `shardrepctl source set` to that master again, then \
-                     `shardrepctl online`"
+                     offline (status: sourceSwitchUnfinished; online is refused). Run \
+                     `shardrepctl source set` to that master again: it goes online when it \
+                     succeeds"
                 );
                 online = false;
             }

@@ -417,13 +417,27 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
                     server_id,
                     timeout_secs,
                 },
-        } => out.value(&client.request(&Request::SourceSet {
-            host,
-            port,
-            user,
-            server_id,
-            timeout_secs,
-        })?),
+        } => {
+            // A usage error (exit 2), before anything is asked of the
+            // service: an empty host, or one with blanks (a pasted name).
+            if host.trim().is_empty() || host.chars().any(char::is_whitespace) {
+                return Err(Failure::Usage(format!(
+                    "source set: --host {host:?} is {}",
+                    if host.trim().is_empty() {
+                        "empty"
+                    } else {
+                        "not a host name (it holds blanks)"
+                    }
+                )));
+            }
+            out.value(&client.request(&Request::SourceSet {
+                host,
+                port,
+                user,
+                server_id,
+                timeout_secs,
+            })?)
+        }
         // As for `check`, exit 1 means differences only: a refusal is 2.
         Command::Check { cancel: true, .. } => out.value(
             &client

@@ -701,6 +701,11 @@ pub struct Status {
     /// `sourceSwitchedAt`: when `source set` switched to it (UTC,
     /// `YYYY-MM-DD HH:MM:SS.ffffff`); `null`: the configuration's source.
     pub source_switched_at: Option<String>,
+    /// `sourceSwitchUnfinished`: a `source set` that a stop of shardrep
+    /// interrupted and the restart could not finish (its target and the
+    /// error): `online` is refused until a `source set` succeeds; `null`
+    /// when none.
+    pub source_switch_unfinished: Option<String>,
     /// `sourceFirstSeqno`: the first seqno read from the switched-to
     /// source; the event ids (`appliedLastEventId`, restart rows, the
     /// queue) of lower seqnos are binlog positions of the previous
@@ -757,6 +762,7 @@ impl Status {
             source_host: None,
             source_port: None,
             source_switched_at: None,
+            source_switch_unfinished: None,
             source_first_seqno: None,
         }
     }

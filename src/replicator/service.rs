@@ -87,6 +87,10 @@ pub struct Service {
     /// A refused `source set` left a running service offline: the next
     /// one that succeeds takes it online again (an `offline` clears it).
     online_after_switch: AtomicBool,
+    /// A switch that a stop of shardrep interrupted and the restart could
+    /// not finish ([`Service::finish_interrupted_switch`]): what it was
+    /// and why; `online` is refused until a `source set` succeeds.
+    unfinished_switch: Mutex<Option<String>>,
 }
 
 struct Inner {
@@ -198,6 +202,7 @@ impl Service {
             check: Mutex::new(None),
             switching: Mutex::new(None),
             online_after_switch: AtomicBool::new(false),
+            unfinished_switch: Mutex::new(None),
             lag: Mutex::new(None),
             source: Mutex::new(stored_source),
         });
@@ -411,6 +416,13 @@ impl Service {
         skip: Option<SkipSeqnos>,
         until_seqno: Option<u64>,
     ) -> Result<State, ServiceError> {
+        if let Some(unfinished) = self.unfinished_switch.lock().expect("switch").as_ref() {
+            return Err(ServiceError::illegal_state(format!(
+                "the switch of the source {unfinished}; a run would apply nothing beyond the \
+                 channels' seqno. Run that shardrepctl source set again (it goes online when it \
+                 succeeds), or source set to the current source to give the switch up"
+            )));
+        }
         let mut inner = self.lock();
         if inner.run.is_some() {
             return Err(ServiceError::illegal_state(format!(
@@ -1003,6 +1015,7 @@ impl Service {
             source: None,
             source_switched_at: None,
             source_first_seqno: None,
+            source_switch_unfinished: self.unfinished_switch.lock().expect("switch").clone(),
         };
         let stored = self.stored_source();
         if let Some(live) = self.config.source.live() {
@@ -1391,6 +1404,9 @@ impl Service {
                  {state}: shardrepctl offline first"
             )));
         }
+        // A reset starts over: a refused switch's promise to go online
+        // again at the next source set does not outlive it.
+        self.online_after_switch.store(false, Ordering::Release);
         let config = self.config.clone();
         let (rows, skips) = block_on(async {
             use mysql_async::prelude::Queryable;

@@ -465,6 +465,20 @@ impl BinlogState {
     pub fn is_empty(&self) -> bool {
         self.last.is_empty()
     }
+
+    /// The state with what `slave_pos` (the server's `@@gtid_slave_pos`)
+    /// says it applied as a replica: each of its GTIDs `D-S-N` as held up
+    /// to N for server S in domain D. A server seeded from a dump (its
+    /// `gtid_slave_pos` set by `mariadb-dump --gtid`) holds that history
+    /// in its tables, not in its binlog.
+    pub fn with_replicated(&self, slave_pos: &GtidPos) -> BinlogState {
+        let mut out = self.clone();
+        for g in slave_pos.iter() {
+            let n = out.last.entry((g.domain_id, g.server_id)).or_insert(0);
+            *n = (*n).max(g.seq_no);
+        }
+        out
+    }
 }
 
 impl fmt::Display for BinlogState {
@@ -505,9 +519,11 @@ impl FromStr for BinlogState {
 
 /// Transactions of one domain that a GTID position holds and a master
 /// lacks: sequence numbers `first..=last` of `domain`, the last of them
-/// written by `server_id` (MariaDB numbers a domain's transactions in one
-/// sequence whatever server writes them, so the range is exact in
-/// sequence numbers; the server id is that of the last one known).
+/// written by `server_id`. MariaDB numbers a domain's transactions in one
+/// sequence whatever server writes them; where the master's state has
+/// other servers' transactions inside the range (`others_within`), some of
+/// those sequence numbers may be theirs (transactions the replica applied
+/// too, or the master's own writes), and the range is an upper bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MissingRange {
     /// The replication domain.
@@ -518,10 +534,19 @@ pub struct MissingRange {
     pub first: u64,
     /// Last missing sequence number.
     pub last: u64,
+    /// The master's last transaction of the domain before the range, as
+    /// its state names it (`None`: it has none below the range).
+    pub after: Option<Gtid>,
+    /// The master's state has transactions of other servers of the domain
+    /// with sequence numbers inside the range: the range is at most this.
+    pub others_within: bool,
+    /// The master holds no transaction of the domain at all.
+    pub domain_absent: bool,
 }
 
 impl MissingRange {
-    /// How many transactions the range names.
+    /// How many sequence numbers the range spans (the transactions
+    /// missing, or at most that many when `others_within`).
     pub fn count(&self) -> u64 {
         self.last - self.first + 1
     }
@@ -552,18 +577,28 @@ pub fn missing_on(held: &GtidPos, master: &BinlogState) -> Vec<MissingRange> {
     held.iter()
         .filter(|g| !master.holds(g))
         .map(|g| {
-            let after = match master.last.get(&(g.domain_id, g.server_id)) {
-                Some(&n) => n,
+            let d = g.domain_id;
+            let after = match master.last.get(&(d, g.server_id)) {
+                Some(&n) => Some(Gtid::new(d, g.server_id, n)),
+                // The master's highest of the domain below N, any server.
                 None => master
-                    .domain_last(g.domain_id)
-                    .filter(|&n| n < g.seq_no)
-                    .unwrap_or(0),
+                    .last
+                    .iter()
+                    .filter(|((dd, _), &n)| *dd == d && n < g.seq_no)
+                    .max_by_key(|(_, &n)| n)
+                    .map(|(&(_, s), &n)| Gtid::new(d, s, n)),
             };
+            let first = after.map_or(1, |a| a.seq_no + 1);
             MissingRange {
-                domain: g.domain_id,
+                domain: d,
                 server_id: g.server_id,
-                first: after + 1,
+                first,
                 last: g.seq_no,
+                after,
+                others_within: master.last.iter().any(|(&(dd, s), &n)| {
+                    dd == d && s != g.server_id && (first..=g.seq_no).contains(&n)
+                }),
+                domain_absent: master.domain_last(d).is_none(),
             }
         })
         .collect()
@@ -662,7 +697,10 @@ mod tests {
                 domain: 0,
                 server_id: 1,
                 first: 1201,
-                last: 1210
+                last: 1210,
+                after: Some(Gtid::new(0, 1, 1200)),
+                others_within: false,
+                domain_absent: false,
             }]
         );
         assert_eq!(missing[0].to_string(), "0-1-1201..0-1-1210");
@@ -677,6 +715,41 @@ mod tests {
         // No transaction of server 1 in a domain whose last is below.
         let below = missing_on(&pos("0-1-8"), &state("0-2-5"));
         assert_eq!(ranges_text(&below), "0-1-6..0-1-8");
+    }
+
+    #[test]
+    fn other_servers_inside_a_missing_range_make_it_an_upper_bound() {
+        // Server 3 wrote 24936..87787 in the shared stream, server 1
+        // again from 87788: the state alone cannot tell which seqnos of
+        // the range are server 1's.
+        let missing = missing_on(&pos("0-1-93992"), &state("0-1-24935,0-3-87787"));
+        assert_eq!(ranges_text(&missing), "0-1-24936..0-1-93992");
+        assert!(missing[0].others_within);
+        assert_eq!(missing[0].after, Some(Gtid::new(0, 1, 24935)));
+        let plain = missing_on(&pos("0-1-10"), &state("0-1-7,0-3-5"));
+        assert!(!plain[0].others_within);
+    }
+
+    #[test]
+    fn what_the_master_applied_as_a_replica_counts_as_held() {
+        // Seeded from a dump: nothing in its binlog, gtid_slave_pos set.
+        let seeded = state("").with_replicated(&pos("0-1-93992"));
+        let missing = missing_on(&pos("0-1-94022"), &seeded);
+        assert_eq!(ranges_text(&missing), "0-1-93993..0-1-94022");
+        assert_eq!(missing[0].count(), 30);
+        assert!(!missing[0].domain_absent);
+        assert!(missing_on(&pos("0-1-93992"), &seeded).is_empty());
+        // The binlog's own state is kept: the higher of the two.
+        let both = state("0-1-50").with_replicated(&pos("0-1-40"));
+        assert_eq!(both.to_string(), "0-1-50");
+    }
+
+    #[test]
+    fn a_domain_the_master_never_saw_is_absent() {
+        let missing = missing_on(&pos("0-3-96829"), &state("1-5-3"));
+        assert!(missing[0].domain_absent);
+        assert_eq!(missing[0].after, None);
+        assert_eq!(ranges_text(&missing), "0-3-1..0-3-96829");
     }
 
     #[test]

@@ -59,8 +59,7 @@ pub enum ScanRefusal {
         "its binlog holds {count} transaction(s) logged before {resume}, the last this replica \
          applied of the old master, that this replica never applied: {named}. A resume after \
          {resume} would skip them (they were written on the new master before the old \
-         master's tail was applied to it). Re-seed this replica from the new master, then \
-         `shardrepctl reset`"
+         master's tail was applied to it)"
     )]
     Skipped {
         /// The GTID position the switch resumes after.
@@ -76,7 +75,7 @@ pub enum ScanRefusal {
         "its binlog, read from {from} (where it stopped replicating: its gtid_slave_pos), ends \
          without {lacking}, which this replica applied: its gtid_binlog_state names later \
          transactions of that server, but its binlog does not hold these (reset, purged or \
-         rewritten). Re-seed this replica from the new master, then `shardrepctl reset`"
+         rewritten)"
     )]
     Ended {
         /// Where the read started.
@@ -87,6 +86,18 @@ pub enum ScanRefusal {
     /// The read failed or did not get far enough within the limit.
     #[error("reading its binlog: {0}")]
     Read(String),
+}
+
+impl ScanRefusal {
+    /// Whether only a re-seed of the replica from the new master gets
+    /// past it (the new master's binlog can no longer continue this
+    /// replica's stream).
+    pub fn needs_reseed(&self) -> bool {
+        matches!(
+            self,
+            ScanRefusal::Skipped { .. } | ScanRefusal::Ended { .. }
+        )
+    }
 }
 
 /// Where the scan starts: `resume`, except in the domains where this

@@ -87,6 +87,10 @@ pub struct StatusSnapshot {
     /// When the source was switched to (UTC); `None`: the
     /// configuration's source.
     pub source_switched_at: Option<String>,
+    /// A switch of the source that a stop of shardrep interrupted and the
+    /// restart could not finish: its target and the error; `online` is
+    /// refused while it is there.
+    pub source_switch_unfinished: Option<String>,
     /// The first seqno read from the switched-to source: the event ids of
     /// lower seqnos are binlog positions of the previous master; `None`
     /// when no switch happened with transactions queued.

@@ -38,7 +38,7 @@ use super::{block_on, failed, handback_position, Service, ServiceError};
 use crate::applier::restart;
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::Secret;
-use crate::position::{GtidPos, Seqno, SeqnoRanges};
+use crate::position::{BinlogPosition, GtidPos, Seqno, SeqnoRanges};
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::replicator::source::{
     self, missing_on, ranges_text, written_since, BinlogState, MissingRange, StoredSource,
@@ -146,6 +146,27 @@ impl Service {
             // Run again after it succeeded: done, nothing to change (the
             // master is still checked: the hook learns it answers).
             let master = new_master(&candidate, &live.password, limit)?;
+            // An interrupted switch to another master is given up: its
+            // mark goes, and the service stays on this source.
+            if self.unfinished_switch.lock().expect("switch").is_some() {
+                self.pending(None)?;
+                *self.unfinished_switch.lock().expect("switch") = None;
+                tracing::warn!(
+                    source = %candidate.address(),
+                    "source set to the current source: the interrupted switch is given up"
+                );
+            }
+            // A refused switch that stopped the service left it to the
+            // next source set that succeeds to go online again: this one.
+            if self.online_after_switch.swap(false, Ordering::AcqRel) && self.lock().run.is_none() {
+                self.go_online(None, None).map_err(|e| {
+                    failed(format!(
+                        "source set: {} is the source already, but going online again \
+                         failed: {e}; run shardrepctl online",
+                        candidate.address()
+                    ))
+                })?;
+            }
             return Ok(SourceSwitched {
                 previous: candidate.address(),
                 source: candidate.address(),
@@ -211,13 +232,34 @@ impl Service {
         limit: Duration,
         timeout: Duration,
     ) -> Result<SourceSwitched, ServiceError> {
+        let address = candidate.address();
         let master = new_master(&candidate, password, limit)?;
-        if self.replica_server_id() == Some(master.server_id) {
+        let replica_id = self.replica_server_id();
+        if replica_id == Some(master.server_id) {
             return Err(ServiceError::Invalid(format!(
                 "source set: {} is the replica this service applies to (server_id {}), not a \
                  master of it; nothing is done",
                 candidate.address(),
                 master.server_id
+            )));
+        }
+        // The id announced to the new master (--server-id, else the
+        // source's server_id) must be no server's of the topology: MariaDB
+        // drops a replica connection whose id another one uses.
+        let whose = if candidate.server_id == master.server_id {
+            Some("the new master's own")
+        } else if replica_id == Some(candidate.server_id) {
+            Some("the replica's (this service applies to it)")
+        } else {
+            None
+        };
+        if let Some(whose) = whose {
+            return Err(ServiceError::Invalid(format!(
+                "source set: the server id shardrep would announce to {} ({}: --server-id, else \
+                 the source's server_id) is {whose} server_id; give --server-id with an id no \
+                 server of the topology uses. Nothing is done",
+                candidate.address(),
+                candidate.server_id,
             )));
         }
         // Until the switch is stored (or refused), no run starts: a crash
@@ -236,8 +278,14 @@ impl Service {
         }
         .and_then(|master| self.switch_offline(candidate, master, timeout));
         let mut done = match switched {
-            Ok(done) => done,
+            Ok(done) => {
+                *self.unfinished_switch.lock().expect("switch") = None;
+                done
+            }
             Err(e) => {
+                // Warned: a refusal may have taken a running service
+                // offline.
+                tracing::warn!(to = %address, error = %e, "source set refused or failed");
                 if let Err(cleared) = self.pending(None) {
                     tracing::warn!(error = %cleared, "source set: cannot remove the mark of the switch");
                 }
@@ -281,6 +329,31 @@ impl Service {
         let Ok(Ok((_, Some(pending)))) = block_on(source::read_both(&self.config)) else {
             return Ok(None);
         };
+        let what = format!(
+            "to {} (source set --host {} --port {}, started {} UTC) that a stop of shardrep \
+             interrupted",
+            pending.address(),
+            pending.host,
+            pending.port,
+            pending.started_at
+        );
+        let finished = self.finish_switch_to(pending, timeout);
+        if let Err(e) = &finished {
+            // Shown in status; online refused until a source set succeeds
+            // (which then goes online by itself).
+            *self.unfinished_switch.lock().expect("switch") =
+                Some(format!("{what} did not finish at the restart: {e}"));
+            self.online_after_switch.store(true, Ordering::Release);
+        }
+        finished.map(Some)
+    }
+
+    /// [`Service::finish_interrupted_switch`] once the mark is read.
+    fn finish_switch_to(
+        &self,
+        pending: source::PendingSwitch,
+        timeout: Duration,
+    ) -> Result<SourceSwitched, ServiceError> {
         tracing::warn!(
             to = %pending.address(),
             started_at = %pending.started_at,
@@ -311,7 +384,6 @@ impl Service {
             server_id: Some(pending.server_id),
             timeout,
         })
-        .map(Some)
     }
 
     /// The replica's `@@server_id`; `None` when it cannot be read (the
@@ -458,7 +530,7 @@ impl Service {
             let mut discard = Vec::new();
             if !rows.is_empty() {
                 // The condition of a handback: every channel at one seqno.
-                let (applied, _, gtid) = handback_position(&rows, &name).map_err(|e| {
+                let (applied, applied_at, gtid) = handback_position(&rows, &name).map_err(|e| {
                     ServiceError::illegal_state(format!(
                         "source set needs every channel's restart row at one seqno (as a \
                          handback does; then run source set where it says hand back): {e}"
@@ -470,12 +542,18 @@ impl Service {
                          switch resumes on the new master by GTID",
                     )
                 })?;
-                let missing = missing_on(&applied_gtid, &master.state);
+                let missing = missing_on(
+                    &applied_gtid,
+                    &master.state.with_replicated(&master.slave_pos),
+                );
                 if !missing.is_empty() {
                     return Err(errant_refusal(
                         &missing,
-                        &applied_gtid,
-                        &master.state,
+                        &Applied {
+                            gtid: &applied_gtid,
+                            at: &applied_at,
+                        },
+                        &master,
                         &new_address,
                         &name,
                     ));
@@ -493,9 +571,17 @@ impl Service {
                 scan_new_master(&endpoint, &plan.resume_gtid, &master.slave_pos, limit)
                     .await
                     .map_err(|refusal| {
+                        let reseed = if refusal.needs_reseed() {
+                            format!(
+                                ". Re-seed this replica from the new master, then \
+                                 `shardrepctl reset --confirm {name}`"
+                            )
+                        } else {
+                            String::new()
+                        };
                         ServiceError::illegal_state(format!(
-                            "source set refused: the new master {new_address}: {refusal}. \
-                             Nothing is switched. {LEFT_OFFLINE}"
+                            "source set refused: the new master {new_address}: \
+                             {refusal}{reseed}. Nothing is switched. {LEFT_OFFLINE}"
                         ))
                     })?;
                 done.kept_through = plan.kept_through;
@@ -545,46 +631,97 @@ const LEFT_OFFLINE: &str = "A service that was ONLINE is now OFFLINE:NORMAL on t
      (`shardrepctl online` resumes there; a later source set that succeeds takes it online \
      again)";
 
-/// The refusal of a switch to a new master (`address`) that lacks the
-/// `missing` transactions this replica applied (at `applied`): names
-/// them, and the way out. While the new master took no writes of its own
-/// since the streams parted ([`written_since`]), replaying them there is
-/// one, with the exact `--start-position` of each range; once it did,
-/// only a re-seed is.
+/// Where the replica stands at a refused switch: the GTID position it
+/// applied, and the binlog position (of the old master) after it.
+struct Applied<'a> {
+    gtid: &'a GtidPos,
+    at: &'a BinlogPosition,
+}
+
+/// The refusal of a switch to a new master (`address`, read as `master`)
+/// that lacks the `missing` transactions this replica applied: names them,
+/// and the way out. While the new master took no writes of its own since
+/// the streams parted ([`written_since`]), replaying them there is one,
+/// with the exact `--start-position` (every domain: mariadb-binlog reads a
+/// domain it is not given from its start); once it did, or when it holds
+/// nothing of the domain at all (not a server of this topology), only a
+/// re-seed is.
 fn errant_refusal(
     missing: &[MissingRange],
-    applied: &GtidPos,
-    state: &BinlogState,
+    applied: &Applied<'_>,
+    master: &NewMaster,
     address: &str,
     service: &str,
 ) -> ServiceError {
     let count: u64 = missing.iter().map(MissingRange::count).sum();
+    let upper = missing.iter().any(|m| m.others_within);
+    let count_text = if upper {
+        format!("up to {count}")
+    } else {
+        count.to_string()
+    };
+    let state = &master.state;
     let state_text = if state.is_empty() {
         "empty".to_string()
     } else {
         state.to_string()
     };
+    // The slave position only where it says more than the binlog does (a
+    // server seeded from a dump).
+    let replicated = state.with_replicated(&master.slave_pos);
+    let slave_text = if replicated == *state {
+        String::new()
+    } else {
+        format!(", its gtid_slave_pos {}", master.slave_pos)
+    };
+    let bound_text = if upper {
+        " (at most: the new master's binlog has transactions of other servers inside that \
+         range, which this replica may have applied too)"
+    } else {
+        ""
+    };
     let reseed = format!(
         "re-seed this replica from the new master and `shardrepctl reset --confirm {service}`"
     );
     let written = written_since(missing, state);
-    let way_out = if written.is_empty() {
-        let starts: Vec<String> = missing
-            .iter()
-            .map(|m| match m.first.checked_sub(1).filter(|&n| n > 0) {
-                Some(before) => format!(
-                    "--start-position={}",
-                    crate::position::Gtid::new(m.domain, m.server_id, before)
-                ),
-                None => format!("from the start of domain {}", m.domain),
-            })
-            .collect();
+    let way_out = if let Some(absent) = missing.iter().find(|m| m.domain_absent) {
+        format!(
+            "The new master holds no transaction of domain {} at all (neither in its binlog \
+             nor as a replica): it is not a server of this replication topology (check --host \
+             and --port), or its binlog and GTID state were reset. Replaying cannot help: \
+             {reseed}",
+            absent.domain
+        )
+    } else if written.is_empty() {
+        // Every domain the replica applied, at the new master's last
+        // before each missing range; a range from a domain's first
+        // transaction leaves its domain out (read from the start).
+        let mut start = GtidPos::new();
+        for g in applied.gtid.iter() {
+            match missing.iter().find(|m| m.domain == g.domain_id) {
+                None => {
+                    start.update(*g);
+                }
+                Some(m) => {
+                    if let Some(after) = m.after {
+                        start.update(after);
+                    }
+                }
+            }
+        }
+        let option = if start.is_empty() {
+            String::new()
+        } else {
+            format!("--start-position={start} ")
+        };
         format!(
             "Either apply them to the new master before it takes writes, from the old \
-             master's binlog file that holds them (mariadb-binlog {} FILE | mariadb -h <new \
-             master>; --start-position starts after the GTID it names), then source set again; \
-             or {reseed}",
-            starts.join(" / ")
+             master's binlog files that hold them (mariadb-binlog {option}FILE... | mariadb -h \
+             <new master>; FILE: the old master's binlog files up to {}, the file of the last \
+             transaction this replica applied; --start-position starts after the GTID it names \
+             in each domain, and a domain it does not name is read from its start), then \
+             source set again; or {reseed}",
+            applied.at.file()
         )
     } else {
         let named: Vec<String> = written.iter().map(ToString::to_string).collect();
@@ -595,11 +732,13 @@ fn errant_refusal(
         )
     };
     ServiceError::illegal_state(format!(
-        "source set refused: the replica applied {count} transaction(s) that the new master \
-         {address} lacks: {} (the replica is at {applied}, the new master's gtid_binlog_state is \
-         {state_text}). Nothing is switched. They are the old master's transactions that never \
-         reached the promoted replica (errant on this replica). {LEFT_OFFLINE}. {way_out}",
+        "source set refused: the replica applied {count_text} transaction(s) that the new \
+         master {address} lacks: {}{bound_text} (the replica is at {}, the new master's \
+         gtid_binlog_state is {state_text}{slave_text}). Nothing is switched. They are the old \
+         master's transactions that never reached the promoted replica (errant on this \
+         replica). {LEFT_OFFLINE}. {way_out}",
         ranges_text(missing),
+        applied.gtid,
     ))
 }
 
@@ -652,7 +791,12 @@ async fn read_new_master(
             };
             // A server that answers, but not as MariaDB (an ssh banner
             // read as a packet header).
-            let hint = if text.contains("max_allowed_packet") || text.contains("Input/output") {
+            // (Not when the connection itself failed: refused, or a name
+            // that does not resolve; no byte was read then.)
+            let unreached = text.contains("os error") || text.contains("lookup address");
+            let hint = if !unreached
+                && (text.contains("max_allowed_packet") || text.contains("Input/output"))
+            {
                 " (its first bytes are no MariaDB handshake: is a MariaDB server listening there?)"
             } else {
                 ""
@@ -900,33 +1044,114 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// The new master read as `state` and `slave_pos`.
+    fn master(state_text: &str, slave_pos: &str) -> NewMaster {
+        NewMaster {
+            server_id: 2,
+            gtid_pos: GtidPos::new(),
+            state: state(state_text),
+            slave_pos: slave_pos.parse().unwrap(),
+        }
+    }
+
+    fn refusal(applied: &str, new_master: &NewMaster) -> String {
+        let gtid: GtidPos = applied.parse().unwrap();
+        let at: BinlogPosition = "mariadb-bin.000007:1234".parse().unwrap();
+        let missing = missing_on(
+            &gtid,
+            &new_master.state.with_replicated(&new_master.slave_pos),
+        );
+        assert!(!missing.is_empty());
+        errant_refusal(
+            &missing,
+            &Applied {
+                gtid: &gtid,
+                at: &at,
+            },
+            new_master,
+            "db2:3306",
+            "svc",
+        )
+        .to_string()
+    }
+
     #[test]
     fn a_refusal_gives_the_exact_replay_position_until_the_new_master_takes_writes() {
-        let applied: GtidPos = "0-1-624".parse().unwrap();
-        let before = state("0-1-621,0-3-400");
-        let missing = missing_on(&applied, &before);
-        let text = errant_refusal(&missing, &applied, &before, "db2:3306", "svc").to_string();
+        let text = refusal("0-1-624", &master("0-1-621,0-3-400", "0-1-621"));
         assert!(
             text.contains(
                 "the replica applied 3 transaction(s) that the new master db2:3306 lacks: \
                  0-1-622..0-1-624 (the replica is at 0-1-624, the new master's \
-                 gtid_binlog_state is 0-1-621,0-3-400)"
+                 gtid_binlog_state is 0-1-621,0-3-400). Nothing"
             ),
             "{text}"
         );
         assert!(
-            text.contains("mariadb-binlog --start-position=0-1-621 FILE"),
+            text.contains(
+                "mariadb-binlog --start-position=0-1-621 FILE... | mariadb -h <new master>; \
+                 FILE: the old master's binlog files up to mariadb-bin.000007,"
+            ),
             "{text}"
         );
         assert!(text.contains("reset --confirm svc"), "{text}");
 
-        let after = state("0-1-621,0-2-1218,0-3-400");
-        let text = errant_refusal(&missing, &applied, &after, "db2:3306", "svc").to_string();
+        let text = refusal("0-1-624", &master("0-1-621,0-2-1218,0-3-400", ""));
         assert!(
             text.contains("The new master has taken writes of its own since (0-2-1218)"),
             "{text}"
         );
         assert!(!text.contains("--start-position"), "{text}");
         assert!(text.contains("reset --confirm svc"), "{text}");
+    }
+
+    #[test]
+    fn the_replay_position_names_every_domain() {
+        // Domain 9 is on the new master already: mariadb-binlog must not
+        // read it from its start.
+        let text = refusal("0-3-96862,9-78-1", &master("0-3-96852,9-78-1", ""));
+        assert!(
+            text.contains("mariadb-binlog --start-position=0-3-96852,9-78-1 FILE..."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_new_master_seeded_from_a_dump_is_judged_by_its_slave_position() {
+        let text = refusal("0-1-94022", &master("", "0-1-93992"));
+        assert!(
+            text.contains(
+                "applied 30 transaction(s) that the new master db2:3306 lacks: \
+                 0-1-93993..0-1-94022 (the replica is at 0-1-94022, the new master's \
+                 gtid_binlog_state is empty, its gtid_slave_pos 0-1-93992)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("--start-position=0-1-93992 FILE..."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_server_without_the_domain_gets_no_replay_advice() {
+        let text = refusal("0-3-96829", &master("", ""));
+        assert!(
+            text.contains("holds no transaction of domain 0 at all"),
+            "{text}"
+        );
+        assert!(!text.contains("mariadb-binlog"), "{text}");
+        assert!(text.contains("reset --confirm svc"), "{text}");
+    }
+
+    #[test]
+    fn other_servers_inside_the_range_make_the_count_an_upper_bound() {
+        let text = refusal("0-1-93992", &master("0-1-24935,0-3-87787", ""));
+        assert!(
+            text.contains(
+                "applied up to 69057 transaction(s) that the new master db2:3306 lacks: \
+                 0-1-24936..0-1-93992 (at most:"
+            ),
+            "{text}"
+        );
     }
 }
