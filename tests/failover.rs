@@ -183,6 +183,16 @@ impl Drop for Topology {
     }
 }
 
+/// `@@server_id` of `server`.
+async fn server_id(sb: &Sandbox, server: Server) -> u32 {
+    sb.connect(server)
+        .await
+        .query_first("SELECT @@server_id")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 async fn gtid_binlog_pos(sb: &Sandbox, server: Server) -> String {
     sb.connect(server)
         .await
@@ -860,13 +870,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
 
     // The replica itself, by mistake: refused at once, still ONLINE.
     let target_port = sb.port(TARGET).to_string();
-    let target_id: u32 = sb
-        .connect(TARGET)
-        .await
-        .query_first("SELECT @@server_id")
-        .await
-        .unwrap()
-        .unwrap();
+    let target_id = server_id(sb, TARGET).await;
     let (code, out, err) = ctl(
         &spec,
         &["source", "set", "--host", &sb.host, "--port", &target_port],
@@ -883,13 +887,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
     // A server id to announce that is the new master's own: refused
     // before anything stops.
     let new_master_port = sb.port(NEW_MASTER).to_string();
-    let new_master_id: u32 = sb
-        .connect(NEW_MASTER)
-        .await
-        .query_first("SELECT @@server_id")
-        .await
-        .unwrap()
-        .unwrap();
+    let new_master_id = server_id(sb, NEW_MASTER).await;
     let (code, out, err) = ctl(
         &spec,
         &[
