@@ -909,6 +909,46 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
         )),
         "{err}"
     );
+    // shardrep's user with another password on the new master: Access
+    // denied, saying where the password comes from; nothing stops.
+    let mut r1 = sb.connect(NEW_MASTER).await;
+    let account = format!("'{}'@'{}'", sb.user, sb.host);
+    let identified = |password: &str| {
+        format!(
+            "SET SESSION sql_log_bin = 0; ALTER USER {account} IDENTIFIED BY '{}'; \
+             SET SESSION sql_log_bin = 1",
+            password.replace('\\', "\\\\").replace('\'', "''")
+        )
+    };
+    r1.query_drop(identified("another-secret")).await.unwrap();
+    let (code, out, err) = ctl(
+        &spec,
+        &[
+            "source",
+            "set",
+            "--host",
+            &sb.host,
+            "--port",
+            &new_master_port,
+        ],
+    );
+    r1.query_drop(identified(&sb.password)).await.unwrap();
+    drop(r1);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("server error 1045"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "shardrep logs in to the new master as {} with the service's password: [source] \
+             password, password_file or SHARDREP_PASSWORD",
+            sb.user
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("another-secret") && !err.contains(&sb.password),
+        "{err}"
+    );
+    assert_eq!(status(&spec)["state"], "ONLINE");
     // An empty host, or one with blanks: usage errors (exit 2).
     for host in ["", " ", &format!(" {}", sb.host)] {
         let (code, out, err) = ctl(

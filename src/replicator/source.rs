@@ -542,6 +542,12 @@ pub struct MissingRange {
     pub others_within: bool,
     /// The master holds no transaction of the domain at all.
     pub domain_absent: bool,
+    /// The master holds transactions of the domain but none of server
+    /// `server_id`: where the range starts is only where the master's
+    /// last of the domain is, and the sequence numbers below the last may
+    /// have been other servers' (the count is at most this; the new master
+    /// may not be of this topology at all).
+    pub server_absent: bool,
 }
 
 impl MissingRange {
@@ -553,11 +559,20 @@ impl MissingRange {
 }
 
 impl fmt::Display for MissingRange {
-    /// `D-S-F..D-S-L`, or `D-S-F` for one transaction.
+    /// `D-S-F..D-S-L`, or `D-S-F` for one transaction; `domain D's seq_no
+    /// F..L (the last D-S-L)` when the master holds none of server S's
+    /// transactions (which servers wrote the ones below L is not known).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let first = Gtid::new(self.domain, self.server_id, self.first);
         if self.first == self.last {
             write!(f, "{first}")
+        } else if self.server_absent {
+            let last = Gtid::new(self.domain, self.server_id, self.last);
+            write!(
+                f,
+                "domain {}'s seq_no {}..{} (the last {last})",
+                self.domain, self.first, self.last
+            )
         } else {
             let last = Gtid::new(self.domain, self.server_id, self.last);
             write!(f, "{first}..{last}")
@@ -599,6 +614,8 @@ pub fn missing_on(held: &GtidPos, master: &BinlogState) -> Vec<MissingRange> {
                     dd == d && s != g.server_id && (first..=g.seq_no).contains(&n)
                 }),
                 domain_absent: master.domain_last(d).is_none(),
+                server_absent: master.domain_last(d).is_some()
+                    && !master.last.contains_key(&(d, g.server_id)),
             }
         })
         .collect()
@@ -701,6 +718,7 @@ mod tests {
                 after: Some(Gtid::new(0, 1, 1200)),
                 others_within: false,
                 domain_absent: false,
+                server_absent: false,
             }]
         );
         assert_eq!(missing[0].to_string(), "0-1-1201..0-1-1210");
@@ -713,8 +731,13 @@ mod tests {
         let two = missing_on(&pos("0-1-8,3-9-4"), &state("0-1-6"));
         assert_eq!(ranges_text(&two), "0-1-7..0-1-8 and 3-9-1..3-9-4");
         // No transaction of server 1 in a domain whose last is below.
+        // Which servers wrote 6 and 7 is not known.
         let below = missing_on(&pos("0-1-8"), &state("0-2-5"));
-        assert_eq!(ranges_text(&below), "0-1-6..0-1-8");
+        assert!(below[0].server_absent);
+        assert_eq!(
+            ranges_text(&below),
+            "domain 0's seq_no 6..8 (the last 0-1-8)"
+        );
     }
 
     #[test]

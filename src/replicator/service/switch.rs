@@ -222,18 +222,20 @@ impl Service {
         done
     }
 
-    /// [`Service::set_source`] to `candidate`, another master (or
-    /// login), the only switch under way; `limit` bounds each read of the
-    /// new master, `timeout` the wait for the service to go offline.
-    fn set_source_alone(
+    /// The new master `candidate` as read before anything stops, refused
+    /// when it is the replica itself or when the server id to announce is
+    /// the new master's or the replica's.
+    ///
+    /// # Errors
+    /// The new master cannot be read or fails a takeover's master checks
+    /// ([`new_master`]), or [`ServiceError::Invalid`] for the two refusals.
+    fn check_candidate(
         &self,
-        candidate: StoredSource,
+        candidate: &StoredSource,
         password: &Secret,
         limit: Duration,
-        timeout: Duration,
-    ) -> Result<SourceSwitched, ServiceError> {
-        let address = candidate.address();
-        let master = new_master(&candidate, password, limit)?;
+    ) -> Result<NewMaster, ServiceError> {
+        let master = new_master(candidate, password, limit)?;
         let replica_id = self.replica_server_id();
         if replica_id == Some(master.server_id) {
             return Err(ServiceError::Invalid(format!(
@@ -262,6 +264,27 @@ impl Service {
                 candidate.server_id,
             )));
         }
+        Ok(master)
+    }
+
+    /// [`Service::set_source`] to `candidate`, another master (or
+    /// login), the only switch under way; `limit` bounds each read of the
+    /// new master, `timeout` the wait for the service to go offline.
+    fn set_source_alone(
+        &self,
+        candidate: StoredSource,
+        password: &Secret,
+        limit: Duration,
+        timeout: Duration,
+    ) -> Result<SourceSwitched, ServiceError> {
+        let address = candidate.address();
+        let master = match self.check_candidate(&candidate, password, limit) {
+            Ok(master) => master,
+            Err(e) => {
+                tracing::warn!(to = %address, error = %e, "source set refused; nothing is done");
+                return Err(e);
+            }
+        };
         // Until the switch is stored (or refused), no run starts: a crash
         // in between never resumes applying the old master's queue.
         self.pending(Some(&candidate))?;
@@ -654,7 +677,7 @@ fn errant_refusal(
     service: &str,
 ) -> ServiceError {
     let count: u64 = missing.iter().map(MissingRange::count).sum();
-    let upper = missing.iter().any(|m| m.others_within);
+    let upper = missing.iter().any(|m| m.others_within || m.server_absent);
     let count_text = if upper {
         format!("up to {count}")
     } else {
@@ -674,16 +697,36 @@ fn errant_refusal(
     } else {
         format!(", its gtid_slave_pos {}", master.slave_pos)
     };
-    let bound_text = if upper {
+    let stranger = missing.iter().find(|m| m.server_absent && !m.domain_absent);
+    let bound_text = if let Some(m) = stranger {
+        format!(
+            " (at most: the new master holds none of server {}'s transactions in domain {}, \
+             so which servers wrote those below the last is not known)",
+            m.server_id, m.domain
+        )
+    } else if upper {
         " (at most: the new master's binlog has transactions of other servers inside that \
          range, which this replica may have applied too)"
+            .to_string()
     } else {
-        ""
+        String::new()
     };
     let reseed = format!(
         "re-seed this replica from the new master and `shardrepctl reset --confirm {service}`"
     );
     let written = written_since(missing, state);
+    // A server with none of the writer's transactions: a real promoted
+    // replica lacks only the old master's tail, so say what else it may be.
+    let caution = match stranger {
+        Some(m) => format!(
+            "The new master holds no transaction of server {} (which wrote the last one this \
+             replica applied in domain {}): it may not be a server of this replication topology \
+             (check --host and --port; then replaying cannot help: {reseed}). If it is a replica \
+             that none of server {}'s transactions reached: ",
+            m.server_id, m.domain, m.server_id
+        ),
+        None => String::new(),
+    };
     let way_out = if let Some(absent) = missing.iter().find(|m| m.domain_absent) {
         format!(
             "The new master holds no transaction of domain {} at all (neither in its binlog \
@@ -736,7 +779,7 @@ fn errant_refusal(
          master {address} lacks: {}{bound_text} (the replica is at {}, the new master's \
          gtid_binlog_state is {state_text}{slave_text}). Nothing is switched. They are the old \
          master's transactions that never reached the promoted replica (errant on this \
-         replica). {LEFT_OFFLINE}. {way_out}",
+         replica). {LEFT_OFFLINE}. {caution}{way_out}",
         ranges_text(missing),
         applied.gtid,
     ))
@@ -798,8 +841,18 @@ async fn read_new_master(
                 && (text.contains("max_allowed_packet") || text.contains("Input/output"))
             {
                 " (its first bytes are no MariaDB handshake: is a MariaDB server listening there?)"
+                    .to_string()
+            } else if text.contains("server error 1045") {
+                // ER_ACCESS_DENIED_ERROR: the service's one password.
+                format!(
+                    " (shardrep logs in to the new master as {} with the service's password: \
+                     [source] password, password_file or SHARDREP_PASSWORD; where that user has \
+                     another password there, edit the configuration and restart shardrep, then \
+                     source set again)",
+                    candidate.user
+                )
             } else {
-                ""
+                String::new()
             };
             failed(format!("source set: the new master{named}: {text}{hint}"))
         };
@@ -1130,6 +1183,33 @@ mod tests {
             text.contains("--start-position=0-1-93992 FILE..."),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_server_with_none_of_the_writers_transactions_is_named_as_maybe_another_topology() {
+        // A standalone server of server id 1 at 0-1-7; the replica applied
+        // up to 0-2-10373 (server 1's seqnos below 7270 and server 2's after).
+        let text = refusal("0-2-10373", &master("0-1-7", ""));
+        assert!(
+            text.contains(
+                "applied up to 10366 transaction(s) that the new master db2:3306 lacks: \
+                 domain 0's seq_no 8..10373 (the last 0-2-10373) (at most: the new master holds \
+                 none of server 2's transactions in domain 0, so which servers wrote those below \
+                 the last is not known)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "The new master holds no transaction of server 2 (which wrote the last one this \
+                 replica applied in domain 0): it may not be a server of this replication \
+                 topology (check --host and --port; then replaying cannot help: re-seed this \
+                 replica from the new master and `shardrepctl reset --confirm svc`). If it is a \
+                 replica that none of server 2's transactions reached: Either apply them"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--start-position=0-1-7 FILE..."), "{text}");
     }
 
     #[test]
