@@ -495,6 +495,7 @@ skippedSeqnos                  : NONE
 sourceFirstSeqno               : NONE
 sourceHost                     : NONE
 sourcePort                     : NONE
+sourceSwitchUnderWay           : NONE
 sourceSwitchUnfinished         : NONE
 sourceSwitchedAt               : NONE
 state                          : ONLINE
@@ -519,7 +520,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 51);
+    assert_eq!(v.as_object().unwrap().len(), 52);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

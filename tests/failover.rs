@@ -510,8 +510,28 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     let writer = Writer::start(sb, &schema, Server::Master);
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    // The failover tool: replica 1 has everything, the master goes.
+    // The failover tool: replica 1 has everything, the master goes. The
+    // old master's last transaction waits on a lock of the replica's
+    // table, so that the switch, which waits for it, stays under way.
     writer.pause().await;
+    let mut locker = sb.connect(TARGET).await;
+    locker
+        .query_drop(format!("LOCK TABLES {}.t WRITE", quote_ident(&schema)))
+        .await
+        .unwrap();
+    sb.connect(Server::Master)
+        .await
+        .query_drop(format!(
+            "INSERT INTO {}.t (id, v, note) VALUES (900000001, 1, 'held by a lock')",
+            quote_ident(&schema)
+        ))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status(&spec)["inFlightCount"].as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "{}", status(&spec));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     wait_caught_up(sb, Server::Master, NEW_MASTER).await;
     let old_gtid = gtid_binlog_pos(sb, Server::Master).await;
     topo.stop_master(false).await;
@@ -519,7 +539,39 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     writer.resume(sb, NEW_MASTER);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let done = source_set(&spec, sb);
+    let port = sb.port(NEW_MASTER).to_string();
+    let switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args([
+            "--json", "source", "set", "--host", &sb.host, "--port", &port,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Under way: shown, the source still the old master.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = status(&spec);
+        if s["sourceSwitchUnderWay"] == format!("to {}:{port}", sb.host).as_str() {
+            assert_eq!(s["sourcePort"], sb.port(Server::Master), "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sourceSwitchUnderWay: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.query_drop("UNLOCK TABLES").await.unwrap();
+    drop(locker);
+    let out = switch.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done: Value = serde_json::from_slice(&out.stdout).expect("source set JSON");
+    assert_eq!(status(&spec)["sourceSwitchUnderWay"], Value::Null);
     assert_eq!(
         done["previous"],
         format!("{}:{}", sb.host, sb.port(Server::Master))
@@ -779,6 +831,7 @@ async fn an_interrupted_switch_the_restart_cannot_finish_is_shown_and_blocks_onl
     wait_state(&spec, &process, "ONLINE");
     let s = status(&spec);
     assert_eq!(s["sourceSwitchUnfinished"], Value::Null, "{s}");
+    assert_eq!(s["sourceSwitchUnderWay"], Value::Null, "{s}");
     assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
     assert_eq!(catalog_rows(&mut replica, &spec, "source_pending").await, 0);
     r1.query_drop(format!(
@@ -948,7 +1001,9 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
         !err.contains("another-secret") && !err.contains(&sb.password),
         "{err}"
     );
-    assert_eq!(status(&spec)["state"], "ONLINE");
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["sourceSwitchUnderWay"], Value::Null, "{s}");
     // An empty host, or one with blanks: usage errors (exit 2).
     for host in ["", " ", &format!(" {}", sb.host)] {
         let (code, out, err) = ctl(

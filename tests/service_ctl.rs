@@ -74,6 +74,7 @@ const STATUS_KEYS: &[&str] = &[
     "sourcePort",
     "sourceSwitchedAt",
     "sourceSwitchUnfinished",
+    "sourceSwitchUnderWay",
     "sourceFirstSeqno",
 ];
 

@@ -706,6 +706,11 @@ pub struct Status {
     /// error): `online` is refused until a `source set` succeeds; `null`
     /// when none.
     pub source_switch_unfinished: Option<String>,
+    /// `sourceSwitchUnderWay`: the `source set` under way, `to HOST:PORT`
+    /// (a DBA's, or the restart finishing one a stop interrupted): the
+    /// source fields name the old master until it is done; `null` when
+    /// none.
+    pub source_switch_under_way: Option<String>,
     /// `sourceFirstSeqno`: the first seqno read from the switched-to
     /// source; the event ids (`appliedLastEventId`, restart rows, the
     /// queue) of lower seqnos are binlog positions of the previous
@@ -763,6 +768,7 @@ impl Status {
             source_port: None,
             source_switched_at: None,
             source_switch_unfinished: None,
+            source_switch_under_way: None,
             source_first_seqno: None,
         }
     }

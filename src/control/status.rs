@@ -22,6 +22,7 @@ pub fn status(s: StatusSnapshot) -> Status {
     }
     status.source_switched_at = s.source_switched_at;
     status.source_switch_unfinished = s.source_switch_unfinished;
+    status.source_switch_under_way = s.source_switch_under_way;
     status.source_first_seqno = s.source_first_seqno.map(Seqno::get);
     status.applied_latency = s.applied_latency;
     status.relative_latency = s.relative_latency;
@@ -215,6 +216,7 @@ mod tests {
             source_switched_at: Some("2026-12-03 16:00:00.000000".into()),
             source_first_seqno: Some(Seqno(21)),
             source_switch_unfinished: Some("to db3:3306 did not finish: refused".into()),
+            source_switch_under_way: Some("to db4:3306".into()),
         };
         let mut expected = Status::new("sjc", "extractor", State::OfflineError);
         expected.applied_last_seqno = Some(7);
@@ -258,6 +260,7 @@ mod tests {
         expected.source_port = Some(3307);
         expected.source_switched_at = Some("2026-12-03 16:00:00.000000".into());
         expected.source_switch_unfinished = Some("to db3:3306 did not finish: refused".into());
+        expected.source_switch_under_way = Some("to db4:3306".into());
         expected.source_first_seqno = Some(21);
         assert_eq!(status(snapshot), expected);
     }

@@ -84,6 +84,9 @@ pub struct Service {
     source: Mutex<Option<super::source::StoredSource>>,
     /// `host:port` of the `source set` under way, if one is.
     switching: Mutex<Option<String>>,
+    /// `host:port` of the interrupted switch a restart is finishing
+    /// ([`Service::finish_interrupted_switch`]), if it is.
+    finishing_switch: Mutex<Option<String>>,
     /// A refused `source set` left a running service offline: the next
     /// one that succeeds takes it online again (an `offline` clears it).
     online_after_switch: AtomicBool,
@@ -201,6 +204,7 @@ impl Service {
             stop_when_idle,
             check: Mutex::new(None),
             switching: Mutex::new(None),
+            finishing_switch: Mutex::new(None),
             online_after_switch: AtomicBool::new(false),
             unfinished_switch: Mutex::new(None),
             lag: Mutex::new(None),
@@ -1016,6 +1020,13 @@ impl Service {
             source_switched_at: None,
             source_first_seqno: None,
             source_switch_unfinished: self.unfinished_switch.lock().expect("switch").clone(),
+            source_switch_under_way: self
+                .switching
+                .lock()
+                .expect("switching")
+                .clone()
+                .or_else(|| self.finishing_switch.lock().expect("finishing").clone())
+                .map(|address| format!("to {address}")),
         };
         let stored = self.stored_source();
         if let Some(live) = self.config.source.live() {

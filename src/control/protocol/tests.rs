@@ -261,6 +261,7 @@ fn status_has_every_key() {
             "sourceFirstSeqno",
             "sourceHost",
             "sourcePort",
+            "sourceSwitchUnderWay",
             "sourceSwitchUnfinished",
             "sourceSwitchedAt",
             "state",

@@ -91,6 +91,8 @@ pub struct StatusSnapshot {
     /// restart could not finish: its target and the error; `online` is
     /// refused while it is there.
     pub source_switch_unfinished: Option<String>,
+    /// The switch of the source under way: `to HOST:PORT`.
+    pub source_switch_under_way: Option<String>,
     /// The first seqno read from the switched-to source: the event ids of
     /// lower seqnos are binlog positions of the previous master; `None`
     /// when no switch happened with transactions queued.

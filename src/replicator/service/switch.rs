@@ -360,7 +360,11 @@ impl Service {
             pending.port,
             pending.started_at
         );
+        // Under way, for status (the switch itself goes through
+        // `switching` as a source set does).
+        *self.finishing_switch.lock().expect("finishing") = Some(pending.address());
         let finished = self.finish_switch_to(pending, timeout);
+        *self.finishing_switch.lock().expect("finishing") = None;
         if let Err(e) = &finished {
             // Shown in status; online refused until a source set succeeds
             // (which then goes online by itself).
