@@ -234,6 +234,35 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
     assert_eq!(waited.status.code(), Some(0), "{stderr}");
     let answer: Value = serde_json::from_slice(&waited.stdout).unwrap();
     assert_eq!(answer["state"], "ONLINE", "{answer}");
+    assert!(process.terminate());
+
+    // status --watch --until-caught-up before the service: the same.
+    let watcher = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "status",
+            "--watch",
+            "--interval-secs",
+            "1",
+            "--until-caught-up",
+            "--timeout-secs",
+            "120",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!socket.exists());
+    let process = spec.spawn(sb, false);
+    let watched = watcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&watched.stderr);
+    assert_eq!(watched.status.code(), Some(0), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&watched.stdout).is_empty(),
+        "{stderr}"
+    );
     cleanup(sb, &spec, process, &[a]).await;
 }
 

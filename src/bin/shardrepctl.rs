@@ -466,6 +466,10 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
     Ok(())
 }
 
+/// How long `status --watch` waits for a service that is not listening
+/// yet (its socket appears once its configuration is read).
+const WATCH_SOCKET_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `status --watch`: the catch-up's progress every `interval` (see the
 /// command's help); `until`: end when caught up, failing after that long.
 fn watch(
@@ -489,8 +493,24 @@ fn watch(
     });
     // The bytes behind at the first look: the bar's whole.
     let mut first_behind: Option<u64> = None;
+    // A service started a moment ago is not listening yet: waited for,
+    // as `wait` does, until its first answer.
+    let mut answered = false;
     loop {
-        let v = client.request(&Request::Status { name: None })?;
+        let v = match client.request(&Request::Status { name: None }) {
+            Err(e @ ClientError::NotRunning { .. }) if !answered => {
+                if started.elapsed() >= WATCH_SOCKET_WAIT {
+                    return Err(Failure::Usage(format!(
+                        "{e} (waited {} s for it to listen)",
+                        WATCH_SOCKET_WAIT.as_secs()
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                continue;
+            }
+            other => other?,
+        };
+        answered = true;
         let status: shardrep::control::Status =
             serde_json::from_value(v.clone()).map_err(|_| bad_answer("a status"))?;
         let line = progress::line(&status);
