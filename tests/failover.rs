@@ -596,6 +596,7 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     assert_eq!(again["source"], done["source"], "{again}");
     assert_eq!(again["firstSeqno"], Value::Null, "{again}");
     assert_eq!(again["resumeGtid"], Value::Null, "{again}");
+    assert_eq!(again["appliedGtid"], Value::Null, "{again}");
 
     // The load goes on on the new master; replica 2 follows it.
     tokio::time::sleep(Duration::from_secs(2)).await;

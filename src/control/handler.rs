@@ -152,14 +152,17 @@ impl ControlHandler for ServiceHandler {
                 server_id: request.server_id,
                 timeout: std::time::Duration::from_secs(request.timeout_secs),
             })?;
+        // An empty GTID position or state is null, as every other field
+        // without a value.
+        let text = |t: String| (!t.is_empty()).then_some(t);
         Ok(json!({
             "previous": done.previous,
             "source": done.source,
             "sourceServerId": done.source_server_id,
-            "masterGtidPos": done.master_gtid_pos.to_string(),
-            "masterGtidState": done.master_gtid_state.to_string(),
+            "masterGtidPos": text(done.master_gtid_pos.to_string()),
+            "masterGtidState": text(done.master_gtid_state.to_string()),
             "appliedSeqno": done.applied_seqno.map(Seqno::get),
-            "appliedGtid": done.applied_gtid.to_string(),
+            "appliedGtid": text(done.applied_gtid.to_string()),
             "keptThroughSeqno": done.kept_through.map(Seqno::get),
             "discardedSeqnos": (!done.discarded.is_empty()).then_some(done.discarded),
             "resumeGtid": done.resume_gtid.map(|g| g.to_string()),
