@@ -183,23 +183,27 @@ impl Drop for Topology {
     }
 }
 
-/// `@@server_id` of `server`.
-async fn server_id(sb: &Sandbox, server: Server) -> u32 {
+/// The global system variable `name` of `server`.
+async fn global<T: mysql_async::prelude::FromValue + Send + 'static>(
+    sb: &Sandbox,
+    server: Server,
+    name: &str,
+) -> T {
     sb.connect(server)
         .await
-        .query_first("SELECT @@server_id")
+        .query_first(format!("SELECT @@GLOBAL.{name}"))
         .await
         .unwrap()
         .unwrap()
 }
 
+/// `@@server_id` of `server`.
+async fn server_id(sb: &Sandbox, server: Server) -> u32 {
+    global(sb, server, "server_id").await
+}
+
 async fn gtid_binlog_pos(sb: &Sandbox, server: Server) -> String {
-    sb.connect(server)
-        .await
-        .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap()
+    global(sb, server, "gtid_binlog_pos").await
 }
 
 /// Waits until `replica` has executed `source`'s binlog so far.
@@ -426,6 +430,15 @@ async fn replay_on(conn: &mut mysql_async::Conn, table: &str, seq_no: u64, id: u
     ))
     .await
     .unwrap();
+}
+
+/// `shardrepctl source set --host H --port P` to replica 1, then
+/// `extra`: exit code, stdout, stderr.
+fn source_set_with(spec: &ServiceSpec, sb: &Sandbox, extra: &[&str]) -> (i32, String, String) {
+    let port = sb.port(NEW_MASTER).to_string();
+    let mut args = vec!["source", "set", "--host", &sb.host, "--port", &port];
+    args.extend_from_slice(extra);
+    ctl(spec, &args)
 }
 
 /// `shardrepctl --json source set` to replica 1; the parsed answer.
@@ -942,19 +955,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
     // before anything stops.
     let new_master_port = sb.port(NEW_MASTER).to_string();
     let new_master_id = server_id(sb, NEW_MASTER).await;
-    let (code, out, err) = ctl(
-        &spec,
-        &[
-            "source",
-            "set",
-            "--host",
-            &sb.host,
-            "--port",
-            &new_master_port,
-            "--server-id",
-            &new_master_id.to_string(),
-        ],
-    );
+    let (code, out, err) = source_set_with(&spec, sb, &["--server-id", &new_master_id.to_string()]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         err.contains(&format!(
@@ -975,17 +976,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
         )
     };
     r1.query_drop(identified("another-secret")).await.unwrap();
-    let (code, out, err) = ctl(
-        &spec,
-        &[
-            "source",
-            "set",
-            "--host",
-            &sb.host,
-            "--port",
-            &new_master_port,
-        ],
-    );
+    let (code, out, err) = source_set_with(&spec, sb, &[]);
     r1.query_drop(identified(&sb.password)).await.unwrap();
     drop(r1);
     assert_eq!(code, 1, "{out}\n{err}");

@@ -183,6 +183,19 @@ async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, sch
     spec.remove(sb).await;
 }
 
+/// `shardrepctl --config config args...` started in the background, its
+/// output piped.
+fn ctl_child(config: &std::path::Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 // `wait` run before the service has started (no socket yet) waits for
 // the socket within its time-out, then for the state; with no service at
 // all it gives up once its time-out has passed, saying so (exit 2).
@@ -211,21 +224,17 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
 
     // The wait first, the service after it.
     assert!(!socket.exists());
-    let waiter = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(&config)
-        .args([
+    let waiter = ctl_child(
+        &config,
+        &[
             "--json",
             "wait",
             "--state",
             "ONLINE",
             "--timeout-secs",
             "120",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     // Ordering only: the waiter tries before the socket exists.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let process = spec.spawn(sb, false);
@@ -237,10 +246,9 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
     assert!(process.terminate());
 
     // status --watch --until-caught-up before the service: the same.
-    let watcher = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(&config)
-        .args([
+    let watcher = ctl_child(
+        &config,
+        &[
             "status",
             "--watch",
             "--interval-secs",
@@ -248,11 +256,8 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
             "--until-caught-up",
             "--timeout-secs",
             "120",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!socket.exists());
     let process = spec.spawn(sb, false);
