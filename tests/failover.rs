@@ -984,7 +984,7 @@ async fn a_refused_switch_then_the_replayed_tail_switches_and_goes_online() {
     assert!(
         err.contains(&format!(
             "shardrep logs in to the new master as {} with the service's password: [source] \
-             password, password_file or SHARDREP_PASSWORD",
+             password, password_file or password_env",
             sb.user
         )),
         "{err}"

@@ -850,7 +850,7 @@ async fn read_new_master(
                 // ER_ACCESS_DENIED_ERROR: the service's one password.
                 format!(
                     " (shardrep logs in to the new master as {} with the service's password: \
-                     [source] password, password_file or SHARDREP_PASSWORD; where that user has \
+                     [source] password, password_file or password_env; where that user has \
                      another password there, edit the configuration and restart shardrep, then \
                      source set again)",
                     candidate.user
