@@ -147,6 +147,10 @@ pub async fn connect(
         .map_err(|e| ReplicaError::Connect {
             server: Endpoint::new(host, port),
             message: describe(&e),
+            code: match &e {
+                mysql_async::Error::Server(s) => Some(s.code),
+                _ => None,
+            },
         })
 }
 
@@ -162,6 +166,10 @@ pub enum ReplicaError {
         server: Endpoint,
         /// The driver's message.
         message: String,
+        /// The server's error code (e.g. 1045, `ER_ACCESS_DENIED_ERROR`)
+        /// when the server refused the login; `None` when no server
+        /// answered.
+        code: Option<u16>,
     },
     /// A statement failed.
     #[error("{server}: `{statement}` failed: {message}")]

@@ -47,7 +47,9 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::service::{ctl, ctl_ok, status, wait_for_socket, ServiceSpec, ShardrepProcess};
+use common::service::{
+    ctl, ctl_ok, ctl_spawn, status, wait_for_socket, ServiceSpec, ShardrepProcess,
+};
 use common::{quote_ident, Sandbox, Server};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder};
@@ -457,14 +459,10 @@ fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
 /// as the switch is under way: its mark committed in the catalog.
 async fn kill_during_switch(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess) {
     let port = sb.port(NEW_MASTER).to_string();
-    let mut switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(spec.dir.join("shardrep.toml"))
-        .args(["source", "set", "--host", &sb.host, "--port", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut switch = ctl_spawn(
+        spec,
+        &["source", "set", "--host", &sb.host, "--port", &port],
+    );
     let mut replica = sb.connect(TARGET).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     while catalog_rows(&mut replica, spec, "source_pending").await != 1 {
@@ -553,16 +551,12 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let port = sb.port(NEW_MASTER).to_string();
-    let switch = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(spec.dir.join("shardrep.toml"))
-        .args([
+    let switch = ctl_spawn(
+        &spec,
+        &[
             "--json", "source", "set", "--host", &sb.host, "--port", &port,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     // Under way: shown, the source still the old master.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -9,7 +9,8 @@ mod common;
 use mysql_async::prelude::Queryable;
 
 use common::service::{
-    ctl, ctl_ok, master_position, stop_target_slave, wait_for_socket, ServiceSpec, TARGET,
+    ctl, ctl_ok, ctl_spawn, master_position, stop_target_slave, wait_for_socket, ServiceSpec,
+    TARGET,
 };
 use common::{quote_ident, sandbox, unique_schema, wait_until, Server};
 
@@ -20,20 +21,11 @@ async fn running_check(
     spec: &ServiceSpec,
     pause_ms: &str,
 ) -> std::process::Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .args([
-            "--config",
-            spec.write_config(sb).to_str().unwrap(),
-            "check",
-            "--chunk-rows",
-            "100",
-            "--pause-ms",
-            pause_ms,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    spec.write_config(sb);
+    let child = ctl_spawn(
+        spec,
+        &["check", "--chunk-rows", "100", "--pause-ms", pause_ms],
+    );
     wait_until(
         "the check to run",
         std::time::Duration::from_secs(10),

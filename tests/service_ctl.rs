@@ -13,9 +13,9 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    ctl, ctl_ok, ctl_with_stdin, flush_and_purge_binlogs, master_position, native_from_now, status,
-    stop_target_slave, wait_applied_to_master, wait_for_socket, ServiceSpec, ShardrepProcess,
-    TARGET,
+    ctl, ctl_ok, ctl_spawn, ctl_with_stdin, flush_and_purge_binlogs, master_position,
+    native_from_now, status, stop_target_slave, wait_applied_to_master, wait_for_socket,
+    ServiceSpec, ShardrepProcess, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
@@ -183,19 +183,6 @@ async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, sch
     spec.remove(sb).await;
 }
 
-/// `shardrepctl --config config args...` started in the background, its
-/// output piped.
-fn ctl_child(config: &std::path::Path, args: &[&str]) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 // `wait` run before the service has started (no socket yet) waits for
 // the socket within its time-out, then for the state; with no service at
 // all it gives up once its time-out has passed, saying so (exit 2).
@@ -208,7 +195,7 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
     let start = master_position(sb).await;
     create_table(sb, &a, 2).await;
     let spec = ServiceSpec::new("ctlw", std::slice::from_ref(&a), &start);
-    let config = spec.write_config(sb);
+    spec.write_config(sb);
     let socket = spec.dir.join("control.sock");
 
     let (code, out, err) = ctl(&spec, &["wait", "--state", "ONLINE", "--timeout-secs", "1"]);
@@ -224,8 +211,8 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
 
     // The wait first, the service after it.
     assert!(!socket.exists());
-    let waiter = ctl_child(
-        &config,
+    let waiter = ctl_spawn(
+        &spec,
         &[
             "--json",
             "wait",
@@ -246,8 +233,8 @@ async fn wait_started_before_the_service_waits_for_its_socket() {
     assert!(process.terminate());
 
     // status --watch --until-caught-up before the service: the same.
-    let watcher = ctl_child(
-        &config,
+    let watcher = ctl_spawn(
+        &spec,
         &[
             "status",
             "--watch",

@@ -493,24 +493,15 @@ fn watch(
     });
     // The bytes behind at the first look: the bar's whole.
     let mut first_behind: Option<u64> = None;
-    // A service started a moment ago is not listening yet: waited for,
-    // as `wait` does, until its first answer.
-    let mut answered = false;
+    let look = || client.request(&Request::Status { name: None });
+    // A service started a moment ago is not listening yet: its first
+    // answer is waited for, as `wait` does.
+    let mut first = Some(when_listening(WATCH_SOCKET_WAIT, |_| look())?);
     loop {
-        let v = match client.request(&Request::Status { name: None }) {
-            Err(e @ ClientError::NotRunning { .. }) if !answered => {
-                if started.elapsed() >= WATCH_SOCKET_WAIT {
-                    return Err(Failure::Usage(format!(
-                        "{e} (waited {} s for it to listen)",
-                        WATCH_SOCKET_WAIT.as_secs()
-                    )));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                continue;
-            }
-            other => other?,
+        let v = match first.take() {
+            Some(v) => v,
+            None => look()?,
         };
-        answered = true;
         let status: shardrep::control::Status =
             serde_json::from_value(v.clone()).map_err(|_| bad_answer("a status"))?;
         let line = progress::line(&status);
@@ -567,21 +558,37 @@ fn watch(
 /// appears once its configuration is read) is waited for, within the same
 /// time-out; every 100 ms a new connection is tried.
 fn wait(client: &Client, until: WaitFor, timeout_secs: u64) -> Result<Value, Failure> {
-    use std::time::{Duration, Instant};
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(timeout_secs);
-    loop {
+    when_listening(std::time::Duration::from_secs(timeout_secs), |left| {
         // What is left of the time-out, in whole seconds rounded up.
-        let left = deadline.saturating_duration_since(Instant::now());
         let left_secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-        match client.request(&Request::Wait {
+        client.request(&Request::Wait {
             until,
             timeout_secs: left_secs,
-        }) {
+        })
+    })
+}
+
+/// `request`'s answer, asked again every 100 ms while no service listens
+/// on the socket, for at most `patience`; `request` is given what is left
+/// of it.
+///
+/// # Errors
+/// [`Failure::Usage`] when no service listened within `patience` (saying
+/// how long it waited); any other error of `request`.
+fn when_listening<T>(
+    patience: std::time::Duration,
+    mut request: impl FnMut(std::time::Duration) -> Result<T, ClientError>,
+) -> Result<T, Failure> {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + patience;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match request(left) {
             Err(e @ ClientError::NotRunning { .. }) => {
                 if Instant::now() >= deadline {
                     return Err(Failure::Usage(format!(
-                        "{e} (waited {timeout_secs} s for it to listen)"
+                        "{e} (waited {} s for it to listen)",
+                        patience.as_secs()
                     )));
                 }
                 std::thread::sleep(Duration::from_millis(100).min(left));

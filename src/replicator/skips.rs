@@ -88,7 +88,8 @@ pub(super) fn recorded_skip_ranges(
                 .map(|s| s.seqno.to_string())
                 .collect::<Vec<_>>()
                 .join(","),
-            "seqnos recorded as skipped (by --skip-seqno, or discarded by a source switch as the new master lacks them): never applied"
+            "seqnos recorded as skipped (by --skip-seqno, or discarded by a source switch as \
+             the new master lacks them): never applied"
         );
     }
     ranges

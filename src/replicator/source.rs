@@ -543,7 +543,7 @@ pub struct MissingRange {
     /// The master holds no transaction of the domain at all.
     pub domain_absent: bool,
     /// The master holds transactions of the domain but none of server
-    /// `server_id`: where the range starts is only where the master's
+    /// `server_id` (never with `domain_absent`): where the range starts is only where the master's
     /// last of the domain is, and the sequence numbers below the last may
     /// have been other servers' (the count is at most this; the new master
     /// may not be of this topology at all).

@@ -379,17 +379,34 @@ impl ShardrepProcess {
     }
 }
 
+/// `shardrepctl --config <spec's shardrep.toml> args…`, its stdout and
+/// stderr piped.
+fn ctl_command(spec: &ServiceSpec, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shardrepctl"));
+    command
+        .arg("--config")
+        .arg(spec.dir.join("shardrep.toml"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// `shardrepctl --config <spec's shardrep.toml> args…` started in the
+/// background (stdin empty, stdout and stderr piped).
+pub fn ctl_spawn(spec: &ServiceSpec, args: &[&str]) -> Child {
+    ctl_command(spec, args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("run shardrepctl")
+}
+
 /// Runs `shardrepctl --config <spec's shardrep.toml> args…` with `stdin`
 /// as its standard input; returns (exit code, stdout, stderr).
 pub fn ctl_with_stdin(spec: &ServiceSpec, args: &[&str], stdin: &str) -> (i32, String, String) {
     use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
-        .arg("--config")
-        .arg(spec.dir.join("shardrep.toml"))
-        .args(args)
+    let mut child = ctl_command(spec, args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("run shardrepctl");
     child

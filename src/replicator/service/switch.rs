@@ -38,6 +38,7 @@ use super::{block_on, failed, handback_position, Service, ServiceError};
 use crate::applier::restart;
 use crate::applier::skipped::{self, SkippedSeqno};
 use crate::config::Secret;
+use crate::mysql::error_codes::ER_ACCESS_DENIED_ERROR;
 use crate::position::{BinlogPosition, GtidPos, Seqno, SeqnoRanges};
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::replicator::source::{
@@ -701,7 +702,7 @@ fn errant_refusal(
     } else {
         format!(", its gtid_slave_pos {}", master.slave_pos)
     };
-    let stranger = missing.iter().find(|m| m.server_absent && !m.domain_absent);
+    let stranger = missing.iter().find(|m| m.server_absent);
     let bound_text = if let Some(m) = stranger {
         format!(
             " (at most: the new master holds none of server {}'s transactions in domain {}, \
@@ -829,6 +830,13 @@ async fn read_new_master(
 ) -> Result<NewMaster, ServiceError> {
     {
         let what = |e: crate::replica::ReplicaError| {
+            let denied = matches!(
+                e,
+                crate::replica::ReplicaError::Connect {
+                    code: Some(ER_ACCESS_DENIED_ERROR),
+                    ..
+                }
+            );
             let text = e.to_string();
             // Most replica errors name the server already.
             let named = if text.contains(&candidate.address()) {
@@ -846,8 +854,8 @@ async fn read_new_master(
             {
                 " (its first bytes are no MariaDB handshake: is a MariaDB server listening there?)"
                     .to_string()
-            } else if text.contains("server error 1045") {
-                // ER_ACCESS_DENIED_ERROR: the service's one password.
+            } else if denied {
+                // The service's one password.
                 format!(
                     " (shardrep logs in to the new master as {} with the service's password: \
                      [source] password, password_file or password_env; where that user has \
