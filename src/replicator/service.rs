@@ -800,11 +800,24 @@ impl Service {
         Ok(())
     }
 
-    /// Applies `edit` to the stored shard map and the running filter.
+    /// Applies `edit` to the stored shard map and the running filter;
+    /// returns `edit`'s count.
     fn edit_map(
         &self,
         edit: impl FnOnce(&mut ShardMap) -> Result<usize, ServiceError>,
     ) -> Result<usize, ServiceError> {
+        self.stored_map(edit, true).map(|(n, _)| n)
+    }
+
+    /// Loads the stored shard map (created from `shard_filter.map_file`
+    /// when the catalog has none), applies `edit`, stores it and, with
+    /// `to_filter`, hands it to the running filter; returns `edit`'s count
+    /// and the map as stored.
+    fn stored_map(
+        &self,
+        edit: impl FnOnce(&mut ShardMap) -> Result<usize, ServiceError>,
+        to_filter: bool,
+    ) -> Result<(usize, ShardMap), ServiceError> {
         self.needs_replica("the shard map")?;
         let catalog = self.config.catalog_schema();
         let initial = match &self.config.shard_filter.map_file {
@@ -823,8 +836,12 @@ impl Service {
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             let _ = conn.disconnect().await;
-            *self.map_updates.lock().expect("map updates") = Some(map);
-            Ok(n)
+            // The running router takes (empties) this slot before its next
+            // transaction: the map returned is this call's own copy.
+            if to_filter {
+                *self.map_updates.lock().expect("map updates") = Some(map.clone());
+            }
+            Ok((n, map))
         })?
     }
 
@@ -853,13 +870,7 @@ impl Service {
     /// [`ServiceError::Failed`] when the replica or the map file cannot be
     /// read.
     pub fn shard_map(&self) -> Result<ShardMap, ServiceError> {
-        self.edit_map(|_| Ok(0))?;
-        Ok(self
-            .map_updates
-            .lock()
-            .expect("map updates")
-            .clone()
-            .unwrap_or_default())
+        self.stored_map(|_| Ok(0), false).map(|(_, map)| map)
     }
 
     /// Runs `f` on the queue: the running pipeline's, or the queue opened
