@@ -161,6 +161,38 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
         [format!("{schema}.b [k1=150, k2=3]: columns differ: v")]
     );
 
+    // A schema without tables: nothing to compare is a failure that says
+    // so, never "identical".
+    let empty = format!("{schema}_empty");
+    let qe = quote_ident(&empty);
+    master
+        .query_drop(format!("CREATE DATABASE {qe}"))
+        .await
+        .unwrap();
+    blocking(|| {
+        service.start_check(CheckRequest {
+            schemas: vec![empty.clone()],
+            ..CheckRequest::default()
+        })
+    })
+    .unwrap();
+    let nothing = finished(&service).await;
+    assert_eq!(nothing.state, CheckState::Failed);
+    assert_eq!(
+        nothing.error.as_deref(),
+        Some(
+            format!(
+                "nothing to compare: the schemas named ({empty}) have no base table on the master"
+            )
+            .as_str()
+        )
+    );
+    assert_eq!((nothing.tables, nothing.tables_done), (0, 0));
+    master
+        .query_drop(format!("DROP DATABASE {qe}"))
+        .await
+        .unwrap();
+
     blocking(|| {
         service.go_offline(false, None).unwrap();
         service.wait_until_stopped();

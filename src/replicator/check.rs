@@ -176,10 +176,15 @@ async fn check_all(
     let mut m = connect(master, "master").await?;
     let mut r = connect(replica, "replica").await?;
     let (tables, skipped) = tables_of(&mut m, request, &shards).await?;
+    let none_skipped = skipped.is_empty();
     {
         let mut s = status.lock().expect("check status");
         s.tables = tables.len() as u64;
         s.skipped = skipped;
+    }
+    if tables.is_empty() {
+        // "identical" over no table would tell the DBA nothing is wrong.
+        return Err(nothing_to_compare(request, &shards, none_skipped));
     }
     for (schema, table) in tables {
         if cancel.load(Ordering::Acquire) {
@@ -240,6 +245,34 @@ async fn check_all(
             .extend(report.differences.iter().map(|d| d.to_string()));
     }
     Ok(())
+}
+
+/// Why a check found no table to compare, and what to do.
+fn nothing_to_compare(request: &CheckRequest, shards: &[String], none_skipped: bool) -> String {
+    let what = if !request.tables.is_empty() || !request.schemas.is_empty() {
+        if request.schemas.is_empty() {
+            "the tables named".to_string()
+        } else {
+            format!(
+                "the schemas named ({}) have no base table on the master",
+                request.schemas.join(", ")
+            )
+        }
+    } else if shards.is_empty() {
+        "the service's shard map lists no shard (shard list), so there is no default set of \
+         tables; name schemas or tables to compare"
+            .to_string()
+    } else {
+        format!(
+            "the service's shards ({}) have no base table on the master",
+            shards.join(", ")
+        )
+    };
+    if none_skipped {
+        format!("nothing to compare: {what}")
+    } else {
+        format!("nothing to compare: {what} (the tables found are skipped: see skipped)")
+    }
 }
 
 /// Whether `schema` is one of the server's own (`mysql`, `sys`; and
