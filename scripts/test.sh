@@ -19,9 +19,18 @@ cargo clippy --all-targets --quiet -- -D warnings
 
 echo "== sandbox up"
 # Stop the sandbox at the end only when this run started it: a sandbox
-# that was already running (someone else's work) is left as it was.
+# that was already running (someone else's work) is left as it was. A
+# stopped one is removed first, so this run starts from empty servers: a
+# killed or failed earlier run can leave a shardrep catalog on replica 2,
+# and a takeover there is then rightly refused ("already applied by
+# another shardrep service").
 . scripts/lib.sh
-if sandbox_sql master -e 'SELECT 1' >/dev/null 2>&1; then keep=1; fi
+if sandbox_sql master -e 'SELECT 1' >/dev/null 2>&1; then
+    keep=1
+elif [ -d "$SHARDREP_SANDBOX_DIR" ]; then
+    echo "== removing the stopped sandbox in $SHARDREP_SANDBOX_DIR (left by an earlier run)"
+    scripts/sandbox.sh destroy
+fi
 stop_sandbox() { [ "$keep" = 1 ] || scripts/sandbox.sh down >/dev/null 2>&1 || true; }
 trap stop_sandbox EXIT
 scripts/sandbox.sh up 2
