@@ -664,6 +664,13 @@ fn online_offline_and_handback() {
         1,
         "shardrepctl: cannot offline in state OFFLINE:NORMAL: already offline\n",
     );
+    // With --json the error is one JSON line: a program reads the kind.
+    fails(
+        &svc.ctl(&["--json", "offline"], None),
+        1,
+        "{\"error\":\"cannot offline in state OFFLINE:NORMAL: already offline\",\
+         \"exitCode\":1,\"kind\":\"illegalState\"}\n",
+    );
     svc.calls();
 
     ok(
@@ -1006,6 +1013,20 @@ fn socket_is_private_and_removed_on_shutdown() {
             "shardrepctl: no shardrep service is listening on {}: is it running?\n",
             svc.socket.display()
         ),
+    );
+    let run = svc.ctl(&["--json", "status"], None);
+    assert_eq!((run.code, run.stdout.as_str()), (2, ""), "{run:?}");
+    let error: serde_json::Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(
+        error,
+        serde_json::json!({
+            "error": format!(
+                "no shardrep service is listening on {}: is it running?",
+                svc.socket.display()
+            ),
+            "kind": "unreachable",
+            "exitCode": 2,
+        })
     );
 }
 

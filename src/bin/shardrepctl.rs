@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 done; 1 the service refused or failed the request, or a
 //! `wait` timed out; 2 usage errors, bad input and connection errors (no
-//! service listening). Errors go to stderr, prefixed `shardrepctl: `.
+//! service listening). Errors go to stderr, prefixed `shardrepctl: `; with
+//! `--json`, as one JSON line (`error`, `kind`, `exitCode`).
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -289,38 +290,91 @@ impl From<StatusNameArg> for StatusName {
     }
 }
 
-/// Why a command ended without success.
-enum Failure {
-    /// The service refused or failed the request (exit 1).
-    Request(String),
-    /// Usage, input or connection problem (exit 2).
-    Usage(String),
+/// Why a command ended without success: the exit code, a kind for a
+/// program (`--json`) and the message.
+struct Failure {
+    /// 1: the service refused or failed the request, or what it answered
+    /// is a failure (OFFLINE:ERROR, differences, a time-out); 2: usage,
+    /// input or connection problem.
+    exit: u8,
+    /// camelCase: the service's error kind (`illegalState`, `notFound`,
+    /// `timeout`, ...; [`shardrep::control::protocol::ErrorKind`]), or one
+    /// of this client's: `usage`, `unreachable`, `offlineError`,
+    /// `notCaughtUp`, `differences`, `cancelled`, `checkFailed`.
+    kind: String,
+    /// One line.
+    message: String,
+}
+
+impl Failure {
+    /// A failure the answer shows (exit 1).
+    fn request(kind: &str, message: String) -> Self {
+        Failure {
+            exit: 1,
+            kind: kind.into(),
+            message,
+        }
+    }
+
+    /// A usage or input problem (exit 2).
+    fn usage(message: String) -> Self {
+        Failure {
+            exit: 2,
+            kind: "usage".into(),
+            message,
+        }
+    }
+
+    /// Printed on stderr: `shardrepctl: MESSAGE`, or with `--json` one
+    /// line `{"error":MESSAGE,"kind":KIND,"exitCode":N}`.
+    fn print(&self, json: bool) {
+        if json {
+            eprintln!(
+                "{}",
+                serde_json::json!({
+                    "error": self.message,
+                    "kind": self.kind,
+                    "exitCode": self.exit,
+                })
+            );
+        } else {
+            eprintln!("shardrepctl: {}", self.message);
+        }
+    }
 }
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         match e {
-            ClientError::Remote(e) => Failure::Request(e.message),
-            other => Failure::Usage(other.to_string()),
+            ClientError::Remote(e) => Failure {
+                exit: 1,
+                kind: serde_json::to_value(e.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "other".into()),
+                message: e.message,
+            },
+            other => Failure {
+                exit: 2,
+                kind: "unreachable".into(),
+                message: other.to_string(),
+            },
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut out = Output::new(cli.json);
+    let json = cli.json;
+    let mut out = Output::new(json);
     // What was answered before a failure (e.g. offline done, handback
     // refused) is printed too.
     let result = run(cli, &mut out).and(out.finish());
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Request(message)) => {
-            eprintln!("shardrepctl: {message}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Usage(message)) => {
-            eprintln!("shardrepctl: {message}");
-            ExitCode::from(2)
+        Err(failure) => {
+            failure.print(json);
+            ExitCode::from(failure.exit)
         }
     }
 }
@@ -330,7 +384,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
         (Some(socket), _) => Client::new(socket),
         (None, Some(config)) => Client::from_config(config)?,
         (None, None) => {
-            return Err(Failure::Usage(
+            return Err(Failure::usage(
                 "no service given: use --config FILE or --socket PATH".into(),
             ))
         }
@@ -421,7 +475,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             // A usage error (exit 2), before anything is asked of the
             // service: an empty host, or one with blanks (a pasted name).
             if host.trim().is_empty() || host.chars().any(char::is_whitespace) {
-                return Err(Failure::Usage(format!(
+                return Err(Failure::usage(format!(
                     "source set: --host {host:?} is {}",
                     if host.trim().is_empty() {
                         "empty"
@@ -442,7 +496,7 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
         Command::Check { cancel: true, .. } => out.value(
             &client
                 .request(&Request::CheckCancel)
-                .map_err(|e| Failure::Usage(e.to_string()))?,
+                .map_err(|e| Failure::usage(e.to_string()))?,
         ),
         Command::Check {
             tables,
@@ -528,9 +582,10 @@ fn watch(
                 .pending_error
                 .as_ref()
                 .map_or("-", |e| e.message.as_str());
-            return Err(Failure::Request(format!(
-                "the service is OFFLINE:ERROR: {why}"
-            )));
+            return Err(Failure::request(
+                "offlineError",
+                format!("the service is OFFLINE:ERROR: {why}"),
+            ));
         }
         if let Some(timeout) = until {
             if progress::caught_up(&status) {
@@ -543,10 +598,10 @@ fn watch(
                 if let Some(bar) = &bar {
                     bar.abandon();
                 }
-                return Err(Failure::Request(format!(
-                    "not caught up within {} s: {line}",
-                    timeout.as_secs()
-                )));
+                return Err(Failure::request(
+                    "notCaughtUp",
+                    format!("not caught up within {} s: {line}", timeout.as_secs()),
+                ));
             }
         }
         std::thread::sleep(interval);
@@ -573,7 +628,7 @@ fn wait(client: &Client, until: WaitFor, timeout_secs: u64) -> Result<Value, Fai
 /// of it.
 ///
 /// # Errors
-/// [`Failure::Usage`] when no service listened within `patience` (saying
+/// An `unreachable` failure (exit 2) when no service listened within `patience` (saying
 /// how long it waited); any other error of `request`.
 fn when_listening<T>(
     patience: std::time::Duration,
@@ -586,10 +641,10 @@ fn when_listening<T>(
         match request(left) {
             Err(e @ ClientError::NotRunning { .. }) => {
                 if Instant::now() >= deadline {
-                    return Err(Failure::Usage(format!(
-                        "{e} (waited {} s for it to listen)",
-                        patience.as_secs()
-                    )));
+                    return Err(Failure {
+                        message: format!("{e} (waited {} s for it to listen)", patience.as_secs()),
+                        ..e.into()
+                    });
                 }
                 std::thread::sleep(Duration::from_millis(100).min(left));
             }
@@ -604,7 +659,10 @@ fn when_listening<T>(
 fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Failure> {
     use std::io::IsTerminal;
     // A refused check could not run: exit 2, as for usage.
-    let could_not = |e: ClientError| Failure::Usage(e.to_string());
+    let could_not = |e: ClientError| Failure {
+        exit: 2,
+        ..e.into()
+    };
     client.request(&request).map_err(could_not)?;
     let tty = std::io::stderr().is_terminal();
     let mut last_line = std::time::Instant::now();
@@ -675,17 +733,26 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
     }
     match status["state"].as_str() {
         Some("identical") => Ok(()),
-        Some("cancelled") => Err(Failure::Usage("the check was cancelled".into())),
-        Some("differences") => Err(Failure::Request(format!(
-            "{} found in {} ({} compared)",
-            plural(&status["differences"], "difference", "differences"),
-            plural(&status["tablesDone"], "table", "tables"),
-            plural(&status["rows"], "row", "rows")
-        ))),
-        _ => Err(Failure::Usage(format!(
-            "the check could not finish: {}",
-            status["error"].as_str().unwrap_or("unknown reason")
-        ))),
+        Some("cancelled") => Err(Failure {
+            kind: "cancelled".into(),
+            ..Failure::usage("the check was cancelled".into())
+        }),
+        Some("differences") => Err(Failure::request(
+            "differences",
+            format!(
+                "{} found in {} ({} compared)",
+                plural(&status["differences"], "difference", "differences"),
+                plural(&status["tablesDone"], "table", "tables"),
+                plural(&status["rows"], "row", "rows")
+            ),
+        )),
+        _ => Err(Failure {
+            kind: "checkFailed".into(),
+            ..Failure::usage(format!(
+                "the check could not finish: {}",
+                status["error"].as_str().unwrap_or("unknown reason")
+            ))
+        }),
     }
 }
 
@@ -699,7 +766,7 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
             };
             if let (Some(l), Some(h)) = (low, high) {
                 if l > h {
-                    return Err(Failure::Usage(format!("--low {l} is above --high {h}")));
+                    return Err(Failure::usage(format!("--low {l} is above --high {h}")));
                 }
             }
             let v = log_request(client, &Request::LogList { low, high })?;
@@ -722,15 +789,18 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
 /// offline tool that reads a stopped service's queue.
 fn log_request(client: &Client, request: &Request) -> Result<Value, Failure> {
     client.request(request).map_err(|e| match e {
-        e @ ClientError::NotRunning { .. } => Failure::Usage(format!(
-            "{e} (the queue of a stopped service: shardrep log info|list --queue DIR)"
-        )),
+        e @ ClientError::NotRunning { .. } => Failure {
+            message: format!(
+                "{e} (the queue of a stopped service: shardrep log info|list --queue DIR)"
+            ),
+            ..e.into()
+        },
         other => other.into(),
     })
 }
 
 fn bad_answer(what: &str) -> Failure {
-    Failure::Usage(format!(
+    Failure::usage(format!(
         "unexpected answer from the service: expected {what}"
     ))
 }
@@ -739,16 +809,16 @@ fn read_stdin() -> Result<String, Failure> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
-        .map_err(|e| Failure::Usage(format!("cannot read stdin: {e}")))?;
+        .map_err(|e| Failure::usage(format!("cannot read stdin: {e}")))?;
     Ok(text)
 }
 
 /// Shard map rows from stdin, checked with the shard.map parser.
 fn rows_from_stdin() -> Result<Vec<ShardRow>, Failure> {
     let text = read_stdin()?;
-    let rows = parse_entries(&text, "stdin").map_err(|e| Failure::Usage(e.to_string()))?;
+    let rows = parse_entries(&text, "stdin").map_err(|e| Failure::usage(e.to_string()))?;
     if rows.is_empty() {
-        return Err(Failure::Usage(
+        return Err(Failure::usage(
             "stdin holds no shard rows (expected a `shard_id master critical` header and rows)"
                 .into(),
         ));
@@ -768,9 +838,9 @@ fn shard(client: &Client, command: ShardCommand, out: &mut Output) -> Result<(),
                 serde_json::from_value(v).map_err(|_| bad_answer("shard rows"))?;
             let mut map = ShardMap::new();
             for row in &rows {
-                let entry = ShardEntry::try_from(row).map_err(|e| Failure::Usage(e.message))?;
+                let entry = ShardEntry::try_from(row).map_err(|e| Failure::usage(e.message))?;
                 map.insert(entry)
-                    .map_err(|e| Failure::Usage(e.to_string()))?;
+                    .map_err(|e| Failure::usage(e.to_string()))?;
             }
             out.text(&map.to_text());
         }
@@ -794,7 +864,7 @@ fn shard(client: &Client, command: ShardCommand, out: &mut Output) -> Result<(),
                 ids
             };
             if ids.is_empty() {
-                return Err(Failure::Usage(
+                return Err(Failure::usage(
                     "no shard ids given (as arguments or one per line on stdin)".into(),
                 ));
             }
@@ -875,7 +945,7 @@ impl Output {
             Ok(()) => Ok(()),
             // A closed pipe (`| head`) is not an error of the request.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
+            Err(e) => Err(Failure::usage(format!("cannot write to stdout: {e}"))),
         }
     }
 }
