@@ -750,9 +750,11 @@ pub struct ShardRouter {
     pub filter: crate::shard::filter::ShardFilter,
     /// Channel assignment.
     pub assignment: crate::shard::channel::ChannelAssignment,
-    /// A new shard map, taken before the next transaction is routed (the
-    /// DBA's shard edits while online).
-    pub map_updates: Option<Arc<std::sync::Mutex<Option<crate::shard::map::ShardMap>>>>,
+    /// The map exchanged with the service: a new shard map taken before
+    /// the next transaction is routed (the DBA's shard edits while
+    /// online), and the shards the filter auto-created, handed back to be
+    /// stored.
+    pub map_updates: Option<crate::shard::live::SharedLiveMap>,
     /// The shards joined by foreign keys on the replica, and how to read
     /// them again after DDL; `None`: every shard is independent.
     pub foreign_keys: Option<crate::shard::foreign_keys::ForeignKeyRouting>,
@@ -765,11 +767,16 @@ impl Router for ShardRouter {
     fn route(&mut self, txn: &Transaction) -> Route {
         use crate::shard::filter::Decision;
         if let Some(updates) = &self.map_updates {
-            if let Some(map) = updates.try_lock().ok().and_then(|mut m| m.take()) {
+            if let Some(map) = updates.try_lock().ok().and_then(|mut m| m.update.take()) {
                 *self.filter.map_mut() = map;
             }
         }
-        match self.filter.decide_transaction(txn) {
+        let decision = self.filter.decide_transaction(txn);
+        let created = self.filter.take_created();
+        if let (false, Some(live)) = (created.is_empty(), &self.map_updates) {
+            live.lock().expect("live shard map").created.extend(created);
+        }
+        match decision {
             Decision::Accept(_) => {
                 let critical = self.assignment.is_critical(&txn.shard, self.filter.map());
                 let own = self.assignment.channel_of(&txn.shard);

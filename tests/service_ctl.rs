@@ -1025,6 +1025,67 @@ async fn shard_edits_are_stored_and_applied_live() {
     cleanup(sb, &spec, process, &[a, d, e]).await;
 }
 
+// `auto_create = true`: a schema the map does not know is added to the
+// map (mastered by this service) and applied; `shard list` shows it and
+// stores it in the catalog, where a restarted service finds it; a check's
+// default set of tables includes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_created_shards_are_listed_stored_and_checked() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ctl_auto_a");
+    let n = unique_schema("ctl_auto_new");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 2).await;
+    let mut spec = ServiceSpec::new("ctlauto", std::slice::from_ref(&a), &start);
+    spec.auto_create = true;
+    spec.unknown_shard_policy = "error";
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    create_table(sb, &n, 3).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["state"], "ONLINE");
+    assert_eq!(rows_of(sb, TARGET, &n).await, [(1, 0), (2, 0), (3, 0)]);
+    let svc = spec.service.as_str();
+    let listed = serde_json::json!([
+        {"shardId": a, "master": svc, "critical": false},
+        {"shardId": n, "master": svc, "critical": false},
+    ]);
+    assert_eq!(ctl_json(&spec, &["shard", "list"]), listed);
+    let mut replica = sb.connect(TARGET).await;
+    let stored: Vec<(String, String, i8)> = replica
+        .query(format!(
+            "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        stored,
+        [
+            (a.clone(), svc.to_string(), 0),
+            (n.clone(), svc.to_string(), 0)
+        ]
+    );
+    drop(replica);
+    // The check's default tables: both shards' (a.t and n.t).
+    let (code, out, err) = ctl(&spec, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        ctl_json(&spec, &["status", "--name", "check"])["tablesDone"],
+        2
+    );
+    // A restarted service lists it from the catalog before any of its
+    // transactions.
+    assert!(process.terminate());
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(&spec, &mut process);
+    assert_eq!(ctl_json(&spec, &["shard", "list"]), listed);
+    cleanup(sb, &spec, process, &[a, n]).await;
+}
+
 // A definite error (a row deleted on the replica by hand, then an UPDATE
 // of it on the master) stops the service OFFLINE:ERROR with the pending
 // error (code 1032, its seqno); `online` retries and fails again;

@@ -18,7 +18,6 @@ use crate::config::Config;
 use crate::queue::{QueueOptions, TransactionQueue};
 use crate::scheduler::{self, SchedulerCounters, SchedulerSettings};
 use crate::shard::foreign_keys::ForeignKeyGroups;
-use crate::shard::map::ShardMap;
 
 /// What a run did.
 #[derive(Debug)]
@@ -55,8 +54,9 @@ pub struct RunOptions {
     pub immediate: Option<Arc<AtomicBool>>,
     /// Filled by the run with its live parts, for status.
     pub observer: Option<Arc<Observer>>,
-    /// A new shard map for the running filter (shard edits).
-    pub map_updates: Option<Arc<Mutex<Option<ShardMap>>>>,
+    /// The shard map exchanged with the running filter (shard edits one
+    /// way, auto-created shards the other).
+    pub map_updates: Option<crate::shard::live::SharedLiveMap>,
     /// A consistency check's hold on the scheduler ([`crate::scheduler::hold`]).
     pub hold: Option<Arc<crate::scheduler::hold::Hold>>,
 }

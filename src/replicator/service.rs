@@ -45,6 +45,7 @@ use crate::position::{BinlogPosition, ChannelId, GtidPos, Seqno};
 use crate::queue::{QueueInfo, QueueOptions, TransactionQueue};
 use crate::scheduler::hold::Hold;
 use crate::shard::channel::ChannelAssignment;
+use crate::shard::live::LiveMap;
 use crate::shard::map::{ShardEntry, ShardMap};
 use crate::shard::store;
 
@@ -68,7 +69,12 @@ pub struct Service {
     config: Config,
     started: Instant,
     inner: Mutex<Inner>,
-    map_updates: Arc<Mutex<Option<ShardMap>>>,
+    /// The shard map exchanged with the running router
+    /// ([`crate::shard::live`]).
+    map_updates: crate::shard::live::SharedLiveMap,
+    /// Held while the stored map is read, edited and written back, so two
+    /// edits at once cannot lose one another's changes.
+    map_edit: Mutex<()>,
     /// Set when the worker thread of a run ends (for foreground waits).
     run_ended: Arc<(Mutex<u64>, std::sync::Condvar)>,
     stop_when_idle: bool,
@@ -199,7 +205,8 @@ impl Service {
                 skipped,
                 handed_back: None,
             }),
-            map_updates: Arc::new(Mutex::new(None)),
+            map_updates: Arc::default(),
+            map_edit: Mutex::new(()),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             stop_when_idle,
             check: Mutex::new(None),
@@ -810,9 +817,10 @@ impl Service {
     }
 
     /// Loads the stored shard map (created from `shard_filter.map_file`
-    /// when the catalog has none), applies `edit`, stores it and, with
-    /// `to_filter`, hands it to the running filter; returns `edit`'s count
-    /// and the map as stored.
+    /// when the catalog has none), adds the shards the running filter
+    /// auto-created since the last call, applies `edit`, stores it and,
+    /// with `to_filter`, hands it to the running filter; returns `edit`'s
+    /// count and the map as stored.
     fn stored_map(
         &self,
         edit: impl FnOnce(&mut ShardMap) -> Result<usize, ServiceError>,
@@ -824,25 +832,42 @@ impl Service {
             Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
             None => None,
         };
-        block_on(async {
+        let _editing = self.map_edit.lock().expect("map edit");
+        let created = std::mem::take(&mut self.map_updates.lock().expect("live map").created);
+        let result = block_on(async {
             let mut conn = mysql_async::Conn::new(super::replica_opts(&self.config))
                 .await
                 .map_err(|e| self.replica_conn_error(e))?;
             let mut map = store::load_or_init(&mut conn, &catalog, initial.as_ref())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
+            let added = LiveMap::merge_created(&created, &mut map);
             let n = edit(&mut map)?;
             store::save(&mut conn, &catalog, &map)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             let _ = conn.disconnect().await;
+            if added > 0 {
+                tracing::info!(
+                    shards = added,
+                    "auto-created shards stored in the shard map"
+                );
+            }
             // The running router takes (empties) this slot before its next
             // transaction: the map returned is this call's own copy.
             if to_filter {
-                *self.map_updates.lock().expect("map updates") = Some(map.clone());
+                self.map_updates.lock().expect("live map").update = Some(map.clone());
             }
             Ok((n, map))
-        })?
+        })
+        .and_then(|r| r);
+        if result.is_err() {
+            // Not stored: kept for the next call, before any newer ones.
+            let mut live = self.map_updates.lock().expect("live map");
+            let newer = std::mem::replace(&mut live.created, created);
+            live.created.extend(newer);
+        }
+        result
     }
 
     /// Applies `edit` to the stored map for each of `entries`; an edit's

@@ -19,6 +19,8 @@
 //!   ([`ChannelAssignment`], `conf/shard.list`, a fixed FNV-1a hash).
 //! - [`foreign_keys`]: which shards foreign keys on the replica join, so
 //!   that they share one channel ([`ForeignKeyGroups`]).
+//! - [`live`]: the map a service and its running router hand each other
+//!   (the DBA's edits, the auto-created shards).
 //! - [`writeset`]: the dependency keys of a transaction, from its row
 //!   images and the replica's key metadata ([`Writesets`]), for
 //!   parallelism inside a shard.
@@ -33,6 +35,7 @@ use crate::catalog;
 pub mod channel;
 pub mod filter;
 pub mod foreign_keys;
+pub mod live;
 pub mod map;
 pub mod statement;
 pub mod store;

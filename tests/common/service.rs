@@ -80,6 +80,8 @@ pub struct ServiceSpec {
     pub extra_toml: String,
     /// `[shard_filter] unknown_shard_policy` (default `"drop"`).
     pub unknown_shard_policy: &'static str,
+    /// `[shard_filter] auto_create` (default false).
+    pub auto_create: bool,
     /// Environment variables set for the spawned `shardrep` (e.g.
     /// `SHARDREP_LOG_FORMAT`), besides `SHARDREP_LOG=info`.
     pub env: Vec<(String, String)>,
@@ -111,6 +113,7 @@ impl ServiceSpec {
             compound_blocks: true,
             extra_toml: String::new(),
             unknown_shard_policy: "drop",
+            auto_create: false,
             env: Vec::new(),
         }
     }
@@ -164,6 +167,7 @@ retry_max_backoff_ms = 1000
 [shard_filter]
 map_file = "{map}"
 unknown_shard_policy = "{unknown_shard_policy}"
+auto_create = {auto_create}
 [control]
 socket = "{socket}"
 {extra}
@@ -189,6 +193,7 @@ socket = "{socket}"
             retries = self.retry_max_attempts,
             map = map_path.display(),
             unknown_shard_policy = self.unknown_shard_policy,
+            auto_create = self.auto_create,
             socket = self.dir.join("control.sock").display(),
             replica_socket = if self.replica_socket {
                 format!(
