@@ -1028,6 +1028,21 @@ fn socket_is_private_and_removed_on_shutdown() {
             "exitCode": 2,
         })
     );
+    // A configuration that cannot be read is the caller's problem.
+    let run = ctl(
+        &["--config", "/nonexistent/shardrep.toml", "--json", "status"],
+        None,
+    );
+    assert_eq!((run.code, run.stdout.as_str()), (2, ""), "{run:?}");
+    let error: serde_json::Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(error["kind"], "usage", "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("/nonexistent/shardrep.toml: "),
+        "{error}"
+    );
 }
 
 #[test]

@@ -124,9 +124,10 @@ fn a_bad_configuration_prints_its_problems_and_a_hint() {
             format!(
                 "shardrep: {shown}: invalid configuration:\n  \
                  apply.chanels: unknown key (did you mean `channels`?)\n\
-                 hint: fix {shown} (every key is explained in conf/shardrep.toml of \
-                 shardrep's sources), then `shardrep check-config --config {shown}` checks it \
-                 without starting anything\n"
+                 hint: fix {shown} (every key is explained in shardrep.toml: conf/ of \
+                 shardrep's sources, or share/doc/shardrep/ where it is installed), then \
+                 `shardrep check-config --config {shown}` checks it without starting \
+                 anything\n"
             ),
             "{command:?}"
         );

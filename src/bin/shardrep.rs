@@ -268,9 +268,9 @@ fn hint(e: &anyhow::Error) -> Option<String> {
     if let Some(config) = e.downcast_ref::<ConfigError>() {
         let file = config.file().display();
         return Some(format!(
-            "fix {file} (every key is explained in conf/shardrep.toml of shardrep's \
-             sources), then `shardrep check-config --config {file}` checks it without \
-             starting anything"
+            "fix {file} (every key is explained in shardrep.toml: conf/ of shardrep's \
+             sources, or share/doc/shardrep/ where it is installed), then `shardrep \
+             check-config --config {file}` checks it without starting anything"
         ));
     }
     None

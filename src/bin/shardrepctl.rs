@@ -354,6 +354,8 @@ impl From<ClientError> for Failure {
                     .unwrap_or_else(|| "other".into()),
                 message: e.message,
             },
+            // The configuration names no usable socket: a usage problem.
+            e @ ClientError::Config { .. } => Failure::usage(e.to_string()),
             other => Failure {
                 exit: 2,
                 kind: "unreachable".into(),
@@ -675,13 +677,13 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
             .map_err(could_not)?;
         let running = v["state"] == "running";
         let progress = format!(
-            "check: {}/{} tables, {} chunks, {} rows ({:.0} rows/s), {} differences{}",
+            "check: {}/{} tables, {} chunks, {} rows ({:.0} rows/s), {}{}",
             v["tablesDone"],
             v["tables"],
             v["chunks"],
             v["rows"],
             v["rowsPerSecond"].as_f64().unwrap_or(0.0),
-            v["differences"],
+            plural(&v["differences"], "difference", "differences"),
             v["currentTable"]
                 .as_str()
                 .map(|t| format!(", at {t}"))
@@ -702,9 +704,6 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
             }
             break v;
         }
-    };
-    let plural = |n: &Value, one: &str, many: &str| {
-        format!("{n} {}", if n.as_u64() == Some(1) { one } else { many })
     };
     if out.json {
         out.value(&status);
@@ -797,6 +796,11 @@ fn log_request(client: &Client, request: &Request) -> Result<Value, Failure> {
         },
         other => other.into(),
     })
+}
+
+/// `N one` or `N many`, by the count in `n`.
+fn plural(n: &Value, one: &str, many: &str) -> String {
+    format!("{n} {}", if n.as_u64() == Some(1) { one } else { many })
 }
 
 fn bad_answer(what: &str) -> Failure {
