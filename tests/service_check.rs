@@ -144,21 +144,25 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
         "the load ran during the check ({writes} writes)"
     );
 
-    // A row changed on the replica only.
+    // A row changed on the replica only, and a table only the replica has.
     let mut replica = sb.connect(TARGET).await;
     replica
         .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; UPDATE {q}.b SET v = -1 WHERE k1 = 150 AND k2 = 3"
+            "SET SESSION sql_log_bin = 0; UPDATE {q}.b SET v = -1 WHERE k1 = 150 AND k2 = 3; \
+             CREATE TABLE {q}.extra (id INT PRIMARY KEY)"
         ))
         .await
         .unwrap();
-    blocking(|| service.start_check(request)).unwrap();
+    blocking(|| service.start_check(request.clone())).unwrap();
     let found = finished(&service).await;
-    assert_eq!(found.state, CheckState::Differences);
-    assert_eq!(found.differences, 1);
+    assert_eq!(found.state, CheckState::Differences, "{found:?}");
+    assert_eq!(found.differences, 2);
     assert_eq!(
         found.found,
-        [format!("{schema}.b [k1=150, k2=3]: columns differ: v")]
+        [
+            format!("{schema}.extra: only on the replica (the master has no such table)"),
+            format!("{schema}.b [k1=150, k2=3]: columns differ: v")
+        ]
     );
 
     // A schema without tables: nothing to compare is a failure that says
@@ -172,7 +176,7 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
     blocking(|| {
         service.start_check(CheckRequest {
             schemas: vec![empty.clone()],
-            ..CheckRequest::default()
+            ..request
         })
     })
     .unwrap();

@@ -182,9 +182,30 @@ async fn check_all(
         s.tables = tables.len() as u64;
         s.skipped = skipped;
     }
-    if tables.is_empty() {
+    // The schemas whose every table is compared: a table there that only
+    // the replica has is a difference too.
+    let whole_schemas: Vec<String> = if request.tables.is_empty() && request.schemas.is_empty() {
+        shards.clone()
+    } else {
+        request.schemas.clone()
+    };
+    let mut extra = Vec::new();
+    if !whole_schemas.is_empty() {
+        extra = replica_only_tables(&mut m, &mut r, &whole_schemas, hold, request, cancel).await?;
+    }
+    if tables.is_empty() && extra.is_empty() {
         // "identical" over no table would tell the DBA nothing is wrong.
         return Err(nothing_to_compare(request, &shards, none_skipped));
+    }
+    {
+        let mut s = status.lock().expect("check status");
+        s.differences += extra.len() as u64;
+        s.found.extend(extra.iter().map(|(schema, table)| {
+            format!(
+                "{}: only on the replica (the master has no such table)",
+                crate::check::name::display(schema, table)
+            )
+        }));
     }
     for (schema, table) in tables {
         if cancel.load(Ordering::Acquire) {
@@ -245,6 +266,59 @@ async fn check_all(
             .extend(report.differences.iter().map(|d| d.to_string()));
     }
     Ok(())
+}
+
+/// The base tables of `schemas` that the replica has and the master has
+/// not. The master is listed before and after the replica, and the
+/// replica once the service has applied up to a master position read
+/// after the first listing ([`aligned_snapshots`]): a table the master
+/// dropped is gone from the replica by then, and one it created meanwhile
+/// is in its second listing, so neither is reported.
+async fn replica_only_tables(
+    m: &mut Conn,
+    r: &mut Conn,
+    schemas: &[String],
+    hold: &Arc<Hold>,
+    request: &CheckRequest,
+    cancel: &AtomicBool,
+) -> Result<Vec<(String, String)>, String> {
+    let before = base_tables(m, schemas, "master").await?;
+    aligned_snapshots(m, r, hold, request.catch_up_timeout, cancel).await?;
+    let _ = m.query_drop("COMMIT").await;
+    let _ = r.query_drop("COMMIT").await;
+    let replica = base_tables(r, schemas, "replica").await?;
+    let after = base_tables(m, schemas, "master").await?;
+    Ok(replica
+        .into_iter()
+        .filter(|t| !before.contains(t) && !after.contains(t))
+        .collect())
+}
+
+/// The base tables of `schemas` on one server, as (schema, table), in
+/// name order.
+async fn base_tables(
+    conn: &mut Conn,
+    schemas: &[String],
+    side: &str,
+) -> Result<std::collections::BTreeSet<(String, String)>, String> {
+    let mut all = std::collections::BTreeSet::new();
+    for schema in schemas {
+        let names: Vec<String> = conn
+            .exec(
+                "SELECT TABLE_NAME FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'",
+                (schema.as_str(),),
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "list the tables of {schema} on the {side}: {}",
+                    ErrorText(&e)
+                )
+            })?;
+        all.extend(names.into_iter().map(|t| (schema.clone(), t)));
+    }
+    Ok(all)
 }
 
 /// Why a check found no table to compare, and what to do.
