@@ -703,6 +703,24 @@ async fn status_services_online_wait_log_and_clean_offline() {
     let (code, _, err) = ctl(&spec, &["log", "list", "--low", "5", "--high", "3"]);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err, "shardrepctl: --low 5 is above --high 3\n");
+    // A seqno the queue does not hold: an error saying what it holds; an
+    // empty range: nothing listed, and a note.
+    let held = format!(
+        "it holds seqnos {first} to {last} (applied transactions are purged unless [queue] \
+         retention_seqnos keeps them)"
+    );
+    let (code, out, err) = ctl(&spec, &["log", "list", "--seqno", &beyond]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        format!("shardrepctl: seqno {beyond} is not in the queue: {held}\n")
+    );
+    let (code, out, err) = ctl(&spec, &["log", "list", "--low", &beyond]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert_eq!(
+        err,
+        format!("shardrepctl: no transaction in that range: {held}\n")
+    );
 
     // Clean offline: every restart row at the last seqno.
     assert_eq!(

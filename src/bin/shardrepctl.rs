@@ -770,6 +770,28 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
             }
             let v = log_request(client, &Request::LogList { low, high })?;
             let entries = v.as_array().ok_or_else(|| bad_answer("a list"))?;
+            if entries.is_empty() {
+                // Say why nothing is listed, as `shardrep log list` does:
+                // a seqno asked for by number is an error, a range a note.
+                let info = log_request(client, &Request::LogInfo)?;
+                let held = match (info["minSeqno"].as_u64(), info["maxSeqno"].as_u64()) {
+                    (Some(min), Some(max)) => format!("it holds seqnos {min} to {max}"),
+                    _ => "it holds no transaction".to_string(),
+                };
+                let why = format!(
+                    "{held} (applied transactions are purged unless [queue] retention_seqnos \
+                     keeps them)"
+                );
+                match seqno {
+                    Some(n) => {
+                        return Err(Failure::request(
+                            "notFound",
+                            format!("seqno {n} is not in the queue: {why}"),
+                        ))
+                    }
+                    None => eprintln!("shardrepctl: no transaction in that range: {why}"),
+                }
+            }
             for entry in entries {
                 if json {
                     out.line(&entry["transaction"].to_string());
