@@ -29,7 +29,9 @@
 //!   new master without them;
 //! - a switch interrupted by a `kill -9` that the restart cannot finish
 //!   (the new master refuses the login): `status` names it, `online` is
-//!   refused, and `source set` again finishes it once the login works.
+//!   refused, and `source set` again finishes it once the login works;
+//! - the old master alive and written to throughout: the service moved to
+//!   replica 1, which still replicates from it, ends equal to the master.
 //!
 //! The tests break the topology (a dead master, a promoted replica), so
 //! they run on a sandbox of their own, created afresh for each test and
@@ -861,6 +863,88 @@ async fn an_interrupted_switch_the_restart_cannot_finish_is_shown_and_blocks_onl
 /// run after it must not take over native replication again (it still
 /// names the old master), but start on the new master at the takeover's
 /// GTID position; also across a restart before anything arrived.
+/// A planned move while the old master lives and takes writes: the
+/// service is switched to replica 1, which goes on replicating from the
+/// master (`log_slave_updates`), so the master's later writes reach the
+/// service through it. The service is held behind replica 1 (its table
+/// locked on replica 2) while the switch starts, so it has applied
+/// nothing replica 1 lacks; a queued transaction replica 1 did not have
+/// yet would be discarded and read again from it (none in the runs here:
+/// native replication keeps up). Replica 2 ends with exactly the master's
+/// rows, no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_to_a_replica_while_the_old_master_lives_and_takes_writes() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let topo = Topology::fresh();
+    let sb = &topo.sb;
+    let (schema, spec, process) = start_service(&topo, "foalive").await;
+    let writer = Writer::start(sb, &schema, Server::Master);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut locker = sb.connect(TARGET).await;
+    locker
+        .query_drop(format!("LOCK TABLES {}.t WRITE", quote_ident(&schema)))
+        .await
+        .unwrap();
+    // Everything the service applied was on the master before the lock;
+    // replica 1 has all that once it reaches the master's position now.
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status(&spec)["inFlightCount"].as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "{}", status(&spec));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let port = sb.port(NEW_MASTER).to_string();
+    let switch = ctl_spawn(
+        &spec,
+        &[
+            "--json", "source", "set", "--host", &sb.host, "--port", &port,
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status(&spec)["sourceSwitchUnderWay"].is_null() {
+        assert!(Instant::now() < deadline, "{}", status(&spec));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.query_drop("UNLOCK TABLES").await.unwrap();
+    drop(locker);
+    let out = switch.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done: Value = serde_json::from_slice(&out.stdout).expect("source set JSON");
+    assert_eq!(
+        done["source"],
+        format!("{}:{}", sb.host, sb.port(NEW_MASTER))
+    );
+    assert_eq!(done["unchanged"], false, "{done}");
+
+    // The master goes on taking writes; they reach replica 2 through
+    // replica 1.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let written = writer.finish().await;
+    assert!(written > 20, "the writer committed only {written}");
+    wait_caught_up(sb, Server::Master, NEW_MASTER).await;
+    wait_equal(sb, &spec, Server::Master, &schema).await;
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["errorCounts"], Value::Null, "{s}");
+    assert_eq!(s["sourcePort"], sb.port(NEW_MASTER), "{s}");
+    // Written on the master after the switch, applied from replica 1.
+    let first = done["firstSeqno"].as_u64().expect("a first seqno");
+    assert!(s["appliedLastSeqno"].as_u64().unwrap() >= first, "{s}");
+    assert!(process.terminate());
+    eprintln!(
+        "old master alive failover test: {:?}, discarded {}",
+        started.elapsed(),
+        done["discardedSeqnos"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switch_right_after_the_takeover_with_nothing_applied() {
     let _serial = SERIAL.lock().await;
