@@ -91,6 +91,25 @@ fn valid_files_pass_and_missing_or_bad_ones_are_named() {
     let err = stderr(&out);
     assert!(err.contains("shard_filter.map_file"), "{err}");
     assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(
+        err.contains(&format!(
+            "\nhint: check shard_filter.map_file ({}) and that this user may read the file\n",
+            missing.display()
+        )),
+        "{err}"
+    );
+
+    // A shard map line that is not a shard.
+    std::fs::write(&map, "shard_id master critical\nacme checkcfg yes\n").unwrap();
+    let out = check(dir, &config_text(dir, &apply, &filter));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("\nhint: fix the lines named in the shard map: "),
+        "{err}"
+    );
+    std::fs::write(&map, "shard_id master critical\nacme checkcfg false\n").unwrap();
 
     // A shard list naming a channel the configuration does not have.
     std::fs::write(&list, "acme=1\nbeta=9\n").unwrap();
@@ -100,6 +119,10 @@ fn valid_files_pass_and_missing_or_bad_ones_are_named() {
     assert!(err.contains("apply.shard_list"), "{err}");
     assert!(err.contains(&list.display().to_string()), "{err}");
     assert!(err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("\nhint: fix the lines named in the shard list: "),
+        "{err}"
+    );
     assert!(!err.contains("not-shown"), "the password stays out: {err}");
 }
 

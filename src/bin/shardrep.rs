@@ -256,6 +256,7 @@ fn report(e: &anyhow::Error, format: LogFormat) {
 /// What to do about `e`, when the error's kind says.
 fn hint(e: &anyhow::Error) -> Option<String> {
     use shardrep::config::ConfigError;
+    use shardrep::shard::{ShardListError, ShardMapError};
     if let Some(RunFailed(failure)) = e.downcast_ref::<RunFailed>() {
         return failure.way_out.clone();
     }
@@ -264,6 +265,36 @@ fn hint(e: &anyhow::Error) -> Option<String> {
             "check the path given to --config ({}) and that this user may read the file",
             file.display()
         ));
+    }
+    if let Some(ShardMapError::Read { file, .. }) = e.downcast_ref::<ShardMapError>() {
+        return Some(format!(
+            "check shard_filter.map_file ({}) and that this user may read the file",
+            file.display()
+        ));
+    }
+    if let Some(ShardListError::Read { file, .. }) = e.downcast_ref::<ShardListError>() {
+        return Some(format!(
+            "check apply.shard_list ({}) and that this user may read the file",
+            file.display()
+        ));
+    }
+    if let Some(ShardMapError::Invalid { .. }) = e.downcast_ref::<ShardMapError>() {
+        return Some(
+            "fix the lines named in the shard map: a header naming shard_id, master and \
+             critical, then one shard a line (its schema, the service that masters it or \
+             #LOCAL, true or false), as the comments of shard.map in shardrep's sources say; \
+             `shardrep check-config` checks it without starting anything"
+                .into(),
+        );
+    }
+    if let Some(ShardListError::Invalid { .. }) = e.downcast_ref::<ShardListError>() {
+        return Some(
+            "fix the lines named in the shard list: `shard=channel` with a channel below \
+             [apply] channels, `(*)=channel`, `(critical)=a,b`, as the comments of \
+             conf/shard.list in shardrep's sources say; `shardrep check-config` checks it \
+             without starting anything"
+                .into(),
+        );
     }
     if let Some(config) = e.downcast_ref::<ConfigError>() {
         let file = config.file().display();
