@@ -92,6 +92,26 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
             i
         })
     };
+    // And DDL: a table created and dropped again, a new name each time,
+    // which a check must never report as only on the replica.
+    let churning = Arc::new(AtomicBool::new(true));
+    let churn = {
+        let (churning, q) = (churning.clone(), q.clone());
+        let mut conn = sb.connect(Server::Master).await;
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while churning.load(Ordering::Relaxed) {
+                i += 1;
+                conn.query_drop(format!(
+                    "CREATE TABLE {q}.tmp_{i} (id INT PRIMARY KEY); DROP TABLE {q}.tmp_{i}"
+                ))
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            i
+        })
+    };
     let request = CheckRequest {
         options: CheckOptions {
             chunk_rows: 250,
@@ -133,7 +153,10 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
     drop(locker);
     let under_load = finished(&service).await;
     writing.store(false, Ordering::Relaxed);
+    churning.store(false, Ordering::Relaxed);
     let writes = writer.await.unwrap();
+    let churned = churn.await.unwrap();
+    assert!(churned > 0);
     assert_eq!(under_load.error, None);
     assert_eq!(under_load.state, CheckState::Identical, "{under_load:?}");
     assert_eq!((under_load.tables, under_load.tables_done), (2, 2));

@@ -1044,9 +1044,10 @@ async fn shard_edits_are_stored_and_applied_live() {
 }
 
 // `auto_create = true`: a schema the map does not know is added to the
-// map (mastered by this service) and applied; `shard list` shows it and
-// stores it in the catalog, where a restarted service finds it; a check's
-// default set of tables includes it.
+// map (mastered by this service) and applied; the running service stores
+// it in the catalog within a second, with no `shard list`, so it survives
+// a `kill -9`; one created just before a clean stop is stored as the run
+// ends; `shard list` and a check's default set of tables include them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_created_shards_are_listed_stored_and_checked() {
     let sb = sandbox();
@@ -1054,6 +1055,7 @@ async fn auto_created_shards_are_listed_stored_and_checked() {
     stop_target_slave(sb).await;
     let a = unique_schema("ctl_auto_a");
     let n = unique_schema("ctl_auto_new");
+    let last = unique_schema("ctl_auto_last");
     let start = master_position(sb).await;
     create_table(sb, &a, 2).await;
     let mut spec = ServiceSpec::new("ctlauto", std::slice::from_ref(&a), &start);
@@ -1067,27 +1069,28 @@ async fn auto_created_shards_are_listed_stored_and_checked() {
     assert_eq!(status(&spec)["state"], "ONLINE");
     assert_eq!(rows_of(sb, TARGET, &n).await, [(1, 0), (2, 0), (3, 0)]);
     let svc = spec.service.as_str();
+    let row = |s: &str| (s.to_string(), svc.to_string(), 0i8);
+    let stored = || async {
+        let mut replica = sb.connect(TARGET).await;
+        replica
+            .query::<(String, String, i8), _>(format!(
+                "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
+                quote_ident(&spec.catalog())
+            ))
+            .await
+            .unwrap()
+    };
+    // Stored by the running service itself.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stored().await != [row(&a), row(&n)] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", stored().await);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let listed = serde_json::json!([
         {"shardId": a, "master": svc, "critical": false},
         {"shardId": n, "master": svc, "critical": false},
     ]);
     assert_eq!(ctl_json(&spec, &["shard", "list"]), listed);
-    let mut replica = sb.connect(TARGET).await;
-    let stored: Vec<(String, String, i8)> = replica
-        .query(format!(
-            "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
-            quote_ident(&spec.catalog())
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        stored,
-        [
-            (a.clone(), svc.to_string(), 0),
-            (n.clone(), svc.to_string(), 0)
-        ]
-    );
-    drop(replica);
     // The check's default tables: both shards' (a.t and n.t).
     let (code, out, err) = ctl(&spec, &["check"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -1095,13 +1098,29 @@ async fn auto_created_shards_are_listed_stored_and_checked() {
         ctl_json(&spec, &["status", "--name", "check"])["tablesDone"],
         2
     );
-    // A restarted service lists it from the catalog before any of its
-    // transactions.
+    // kill -9: the stored map stays.
+    process.kill();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    assert_eq!(ctl_json(&spec, &["shard", "list"]), listed);
+    // A shard created right before a clean stop is stored as it ends.
+    create_table(sb, &last, 1).await;
+    wait_applied_to_master(sb, &spec).await;
     assert!(process.terminate());
+    let mut want = vec![row(&a), row(&n), row(&last)];
+    want.sort();
+    assert_eq!(stored().await, want);
     let mut process = spec.spawn_with(sb, &["--offline"]);
     wait_for_socket(&spec, &mut process);
-    assert_eq!(ctl_json(&spec, &["shard", "list"]), listed);
-    cleanup(sb, &spec, process, &[a, n]).await;
+    assert_eq!(
+        ctl_json(&spec, &["shard", "list"])
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    cleanup(sb, &spec, process, &[a, n, last]).await;
 }
 
 // A definite error (a row deleted on the replica by hand, then an UPDATE

@@ -269,12 +269,34 @@ async fn check_all(
 }
 
 /// The base tables of `schemas` that the replica has and the master has
-/// not. The master is listed before and after the replica, and the
-/// replica once the service has applied up to a master position read
-/// after the first listing ([`aligned_snapshots`]): a table the master
-/// dropped is gone from the replica by then, and one it created meanwhile
-/// is in its second listing, so neither is reported.
+/// not: those [`replica_only_once`] finds twice in a row. One look can
+/// be fooled by DDL on the master (a table created after the master's
+/// first listing and dropped before its second, which the replica has not
+/// dropped yet when listed); a table only the replica has is found by
+/// both.
 async fn replica_only_tables(
+    m: &mut Conn,
+    r: &mut Conn,
+    schemas: &[String],
+    hold: &Arc<Hold>,
+    request: &CheckRequest,
+    cancel: &AtomicBool,
+) -> Result<Vec<(String, String)>, String> {
+    let first = replica_only_once(m, r, schemas, hold, request, cancel).await?;
+    if first.is_empty() {
+        return Ok(first);
+    }
+    let second = replica_only_once(m, r, schemas, hold, request, cancel).await?;
+    Ok(first.into_iter().filter(|t| second.contains(t)).collect())
+}
+
+/// One look for [`replica_only_tables`]: the master is listed before and
+/// after the replica, and the replica once the service has applied up to
+/// a master position read after the first listing
+/// ([`aligned_snapshots`]): a table the master dropped before its first
+/// listing is gone from the replica by then, and one it created meanwhile
+/// is in its second listing.
+async fn replica_only_once(
     m: &mut Conn,
     r: &mut Conn,
     schemas: &[String],

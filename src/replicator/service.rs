@@ -64,6 +64,11 @@ pub use report::{
 /// Most transactions one `log list` answers with.
 pub const LOG_LIST_MAX: u64 = 1000;
 
+/// How often a running service with `[shard_filter] auto_create` stores
+/// the shards its filter created (a `kill -9` loses at most this much:
+/// such a shard is created again by its next transaction).
+pub const AUTO_CREATED_STORE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The service: configuration, state and the current run.
 pub struct Service {
     config: Config,
@@ -521,6 +526,19 @@ impl Service {
             .me
             .upgrade()
             .ok_or_else(|| failed("the service is shutting down"))?;
+        // Shards the filter auto-creates are stored within a second,
+        // while the run lasts (and once more as it ends: run_finished).
+        if self.config.shard_filter.auto_create {
+            let (storer, hold) = (service.clone(), options.hold.clone());
+            let _ = std::thread::Builder::new()
+                .name("shardrep-shard-store".into())
+                .spawn(move || {
+                    while !hold.as_ref().is_some_and(|h| h.is_closed()) {
+                        std::thread::sleep(AUTO_CREATED_STORE_INTERVAL);
+                        storer.store_auto_created();
+                    }
+                });
+        }
         // ONLINE as soon as the channels apply (so timeInStateSeconds
         // counts from then, not from the next control request).
         let watcher = service.clone();
@@ -556,7 +574,25 @@ impl Service {
         Ok(state)
     }
 
+    /// Stores the shards the running filter auto-created and has not
+    /// handed over yet (none: nothing is done); a failure is logged and
+    /// they are kept for the next try.
+    fn store_auto_created(&self) {
+        let pending = !self
+            .map_updates
+            .lock()
+            .expect("live map")
+            .created
+            .is_empty();
+        if pending {
+            if let Err(e) = self.stored_map(|_| Ok(0), false) {
+                tracing::warn!(error = %e, "cannot store auto-created shards yet; retrying");
+            }
+        }
+    }
+
     fn run_finished(&self, result: Result<super::RunReport, RunError>, options: &RunOptions) {
+        self.store_auto_created();
         self.refresh_source();
         let mut inner = self.lock();
         let observer = options.observer.clone().unwrap_or_default();
