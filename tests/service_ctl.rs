@@ -705,10 +705,7 @@ async fn status_services_online_wait_log_and_clean_offline() {
     assert_eq!(err, "shardrepctl: --low 5 is above --high 3\n");
     // A seqno the queue does not hold: an error saying what it holds; an
     // empty range: nothing listed, and a note.
-    let held = format!(
-        "it holds seqnos {first} to {last} (applied transactions are purged unless [queue] \
-         retention_seqnos keeps them)"
-    );
+    let held = format!("it holds seqnos {first} to {last} (later seqnos are not stored yet)");
     let (code, out, err) = ctl(&spec, &["log", "list", "--seqno", &beyond]);
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert_eq!(
@@ -721,6 +718,9 @@ async fn status_services_online_wait_log_and_clean_offline() {
         err,
         format!("shardrepctl: no transaction in that range: {held}\n")
     );
+    // With --json: no line, and nothing on stderr.
+    let (code, out, err) = ctl(&spec, &["--json", "log", "list", "--low", &beyond]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
 
     // Clean offline: every restart row at the last seqno.
     assert_eq!(

@@ -161,6 +161,12 @@ impl SqlBuilder {
                 .iter()
                 .find(|&&c| c as usize >= shape.columns.len())
             {
+                // Every table has a column: none read means none there.
+                Some(_) if shape.columns.is_empty() => Err(format!(
+                    "{}.{}: no such table on the replica (information_schema.COLUMNS lists no \
+                     column of it), so its row changes cannot be applied",
+                    shape.schema, shape.table
+                )),
                 Some(c) => Err(format!(
                     "{}.{}: row image names column {} but the table has {} columns",
                     shape.schema,
@@ -1042,6 +1048,17 @@ mod tests {
         assert_eq!(
             err,
             "s`b.t: row image names column 6 but the table has 3 columns"
+        );
+        // A table the replica does not have (no columns read).
+        let mut none = shape(None);
+        none.columns.clear();
+        let err = SqlBuilder::new()
+            .plan(&change, &columns(), &none, &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "s`b.t: no such table on the replica (information_schema.COLUMNS lists no column of \
+             it), so its row changes cannot be applied"
         );
     }
 }

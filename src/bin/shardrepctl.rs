@@ -774,14 +774,21 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
                 // Say why nothing is listed, as `shardrep log list` does:
                 // a seqno asked for by number is an error, a range a note.
                 let info = log_request(client, &Request::LogInfo)?;
-                let held = match (info["minSeqno"].as_u64(), info["maxSeqno"].as_u64()) {
+                let (min, max) = (info["minSeqno"].as_u64(), info["maxSeqno"].as_u64());
+                let held = match (min, max) {
                     (Some(min), Some(max)) => format!("it holds seqnos {min} to {max}"),
                     _ => "it holds no transaction".to_string(),
                 };
-                let why = format!(
-                    "{held} (applied transactions are purged unless [queue] retention_seqnos \
-                     keeps them)"
-                );
+                // Below what is stored: purged; above: not extracted yet.
+                let asked = seqno.or(low).unwrap_or(0);
+                let why = if max.is_some_and(|max| asked > max) {
+                    format!("{held} (later seqnos are not stored yet)")
+                } else {
+                    format!(
+                        "{held} (applied transactions are purged unless [queue] \
+                         retention_seqnos keeps them)"
+                    )
+                };
                 match seqno {
                     Some(n) => {
                         return Err(Failure::request(
@@ -789,6 +796,8 @@ fn log(client: &Client, command: LogCommand, json: bool, out: &mut Output) -> Re
                             format!("seqno {n} is not in the queue: {why}"),
                         ))
                     }
+                    // With --json, stdout (no line) says it all.
+                    None if json => {}
                     None => eprintln!("shardrepctl: no transaction in that range: {why}"),
                 }
             }
