@@ -149,6 +149,18 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
         again.as_ref().is_err_and(|e| e.contains("already running")),
         "a second check while one runs: {again:?}"
     );
+    // The writes to a, stuck behind the lock, keep the service from
+    // pausing or short of the master's snapshot: the check says it waits.
+    let waiting = wait_until("the check to wait", Duration::from_secs(30), || async {
+        service.check_status().and_then(|s| s.waiting_for)
+    })
+    .await
+    .unwrap();
+    assert!(
+        waiting.starts_with("the service to apply up to mariadb-bin.")
+            || waiting.starts_with("the service's scheduler to pause"),
+        "{waiting}"
+    );
     locker.query_drop("UNLOCK TABLES").await.unwrap();
     drop(locker);
     let under_load = finished(&service).await;

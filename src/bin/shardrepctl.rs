@@ -677,7 +677,7 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
             .map_err(could_not)?;
         let running = v["state"] == "running";
         let progress = format!(
-            "check: {}/{} tables, {} chunks, {} rows ({:.0} rows/s), {}{}",
+            "check: {}/{} tables, {} chunks, {} rows ({:.0} rows/s), {}{}{}",
             v["tablesDone"],
             v["tables"],
             v["chunks"],
@@ -687,6 +687,10 @@ fn check(client: &Client, request: Request, out: &mut Output) -> Result<(), Fail
             v["currentTable"]
                 .as_str()
                 .map(|t| format!(", at {t}"))
+                .unwrap_or_default(),
+            v["waitingFor"]
+                .as_str()
+                .map(|w| format!(", waiting for {w}"))
                 .unwrap_or_default()
         );
         // A check refused before its first table: no progress to show.

@@ -92,6 +92,11 @@ pub struct CheckStatus {
     pub skipped: Vec<String>,
     /// Milliseconds since the start (to the end when done).
     pub elapsed_ms: u64,
+    /// What the check waits for now, when it waits for the service: to
+    /// pause its scheduler (`the service's scheduler to pause …`), or to
+    /// apply up to a master snapshot's position (a lagging service: `the
+    /// service to apply up to FILE:POS`).
+    pub waiting_for: Option<String>,
 }
 
 /// Runs `request` to the end (blocking: a runtime of its own), keeping
@@ -191,7 +196,16 @@ async fn check_all(
     };
     let mut extra = Vec::new();
     if !whole_schemas.is_empty() {
-        extra = replica_only_tables(&mut m, &mut r, &whole_schemas, hold, request, cancel).await?;
+        extra = replica_only_tables(
+            &mut m,
+            &mut r,
+            &whole_schemas,
+            hold,
+            request,
+            cancel,
+            status,
+        )
+        .await?;
     }
     if tables.is_empty() && extra.is_empty() {
         // "identical" over no table would tell the DBA nothing is wrong.
@@ -224,8 +238,15 @@ async fn check_all(
             }
             Err(e) => return Err(e.to_string()),
         };
-        let position =
-            aligned_snapshots(&mut m, &mut r, hold, request.catch_up_timeout, cancel).await?;
+        let position = aligned_snapshots(
+            &mut m,
+            &mut r,
+            hold,
+            request.catch_up_timeout,
+            cancel,
+            status,
+        )
+        .await?;
         let base = status.lock().expect("check status").clone();
         let report = check_table(&mut m, &mut r, &plan, &request.options, |p| {
             let mut s = status.lock().expect("check status");
@@ -281,12 +302,13 @@ async fn replica_only_tables(
     hold: &Arc<Hold>,
     request: &CheckRequest,
     cancel: &AtomicBool,
+    status: &Mutex<CheckStatus>,
 ) -> Result<Vec<(String, String)>, String> {
-    let first = replica_only_once(m, r, schemas, hold, request, cancel).await?;
+    let first = replica_only_once(m, r, schemas, hold, request, cancel, status).await?;
     if first.is_empty() {
         return Ok(first);
     }
-    let second = replica_only_once(m, r, schemas, hold, request, cancel).await?;
+    let second = replica_only_once(m, r, schemas, hold, request, cancel, status).await?;
     Ok(first.into_iter().filter(|t| second.contains(t)).collect())
 }
 
@@ -303,9 +325,10 @@ async fn replica_only_once(
     hold: &Arc<Hold>,
     request: &CheckRequest,
     cancel: &AtomicBool,
+    status: &Mutex<CheckStatus>,
 ) -> Result<Vec<(String, String)>, String> {
     let before = base_tables(m, schemas, "master").await?;
-    aligned_snapshots(m, r, hold, request.catch_up_timeout, cancel).await?;
+    aligned_snapshots(m, r, hold, request.catch_up_timeout, cancel, status).await?;
     let _ = m.query_drop("COMMIT").await;
     let _ = r.query_drop("COMMIT").await;
     let replica = base_tables(r, schemas, "replica").await?;
@@ -519,6 +542,7 @@ async fn aligned_snapshots(
     hold: &Arc<Hold>,
     catch_up_timeout: Duration,
     cancel: &AtomicBool,
+    status: &Mutex<CheckStatus>,
 ) -> Result<BinlogPosition, String> {
     let mut last_error = String::new();
     for _ in 0..SNAPSHOT_ATTEMPTS {
@@ -527,15 +551,17 @@ async fn aligned_snapshots(
             return Err("cancelled".into());
         }
         let h = hold.clone();
-        let (paused, _) = tokio::task::spawn_blocking(move || h.pause(catch_up_timeout))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| {
-                format!(
-                    "could not pause the service's scheduler: {e} (it finishes the transaction \
+        status.lock().expect("check status").waiting_for = Some(
+            "the service's scheduler to pause (it routes the transaction in hand first)".into(),
+        );
+        let paused = tokio::task::spawn_blocking(move || h.pause(catch_up_timeout)).await;
+        status.lock().expect("check status").waiting_for = None;
+        let (paused, _) = paused.map_err(|e| e.to_string())?.map_err(|e| {
+            format!(
+                "could not pause the service's scheduler: {e} (it finishes the transaction \
                      in hand first: a very large one takes that long; check again later)"
-                )
-            })?;
+            )
+        })?;
         let position = master_snapshot(master).await;
         let position = match position {
             Ok(p) => p,
@@ -554,9 +580,13 @@ async fn aligned_snapshots(
             ));
         }
         let (h, at) = (hold.clone(), position.clone());
+        status.lock().expect("check status").waiting_for =
+            Some(format!("the service to apply up to {position}"));
         let reached = tokio::task::spawn_blocking(move || h.hold_at(at, catch_up_timeout))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string());
+        status.lock().expect("check status").waiting_for = None;
+        let reached = reached?;
         if let Err(e) = reached {
             hold.release();
             let _ = master.query_drop("ROLLBACK").await;
