@@ -457,6 +457,45 @@ fn source_set(spec: &ServiceSpec, sb: &Sandbox) -> Value {
     serde_json::from_str(&out).expect("source set JSON")
 }
 
+/// `shardrepctl --json source set` to replica 1 while `locker` holds a
+/// lock that keeps the switch waiting: once status shows the switch under
+/// way (then `under_way` checks that status), releases the lock; the
+/// answer of the switch, which must succeed.
+async fn switch_held_by_lock(
+    sb: &Sandbox,
+    spec: &ServiceSpec,
+    mut locker: Conn,
+    under_way: impl Fn(&Value),
+) -> Value {
+    let port = sb.port(NEW_MASTER).to_string();
+    let switch = ctl_spawn(
+        spec,
+        &[
+            "--json", "source", "set", "--host", &sb.host, "--port", &port,
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = status(spec);
+        if !s["sourceSwitchUnderWay"].is_null() {
+            under_way(&s);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sourceSwitchUnderWay: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.query_drop("UNLOCK TABLES").await.unwrap();
+    drop(locker);
+    let out = switch.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("source set JSON")
+}
+
 /// Runs `source set` to replica 1 and kills shardrep (`kill -9`) as soon
 /// as the switch is under way: its mark committed in the catalog.
 async fn kill_during_switch(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess) {
@@ -552,34 +591,16 @@ async fn switch_after_a_clean_master_shutdown_then_handback_to_the_new_master() 
     writer.resume(sb, NEW_MASTER);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let port = sb.port(NEW_MASTER).to_string();
-    let switch = ctl_spawn(
-        &spec,
-        &[
-            "--json", "source", "set", "--host", &sb.host, "--port", &port,
-        ],
-    );
     // Under way: shown, the source still the old master.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = status(&spec);
-        if s["sourceSwitchUnderWay"] == format!("to {}:{port}", sb.host).as_str() {
-            assert_eq!(s["sourcePort"], sb.port(Server::Master), "{s}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no sourceSwitchUnderWay: {s}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    locker.query_drop("UNLOCK TABLES").await.unwrap();
-    drop(locker);
-    let out = switch.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let done: Value = serde_json::from_slice(&out.stdout).expect("source set JSON");
+    let done = switch_held_by_lock(sb, &spec, locker, |s| {
+        assert_eq!(
+            s["sourceSwitchUnderWay"],
+            format!("to {}:{}", sb.host, sb.port(NEW_MASTER)).as_str(),
+            "{s}"
+        );
+        assert_eq!(s["sourcePort"], sb.port(Server::Master), "{s}");
+    })
+    .await;
     assert_eq!(status(&spec)["sourceSwitchUnderWay"], Value::Null);
     assert_eq!(
         done["previous"],
@@ -895,28 +916,7 @@ async fn switch_to_a_replica_while_the_old_master_lives_and_takes_writes() {
         assert!(Instant::now() < deadline, "{}", status(&spec));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let port = sb.port(NEW_MASTER).to_string();
-    let switch = ctl_spawn(
-        &spec,
-        &[
-            "--json", "source", "set", "--host", &sb.host, "--port", &port,
-        ],
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while status(&spec)["sourceSwitchUnderWay"].is_null() {
-        assert!(Instant::now() < deadline, "{}", status(&spec));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    locker.query_drop("UNLOCK TABLES").await.unwrap();
-    drop(locker);
-    let out = switch.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let done: Value = serde_json::from_slice(&out.stdout).expect("source set JSON");
+    let done = switch_held_by_lock(sb, &spec, locker, |_| {}).await;
     assert_eq!(
         done["source"],
         format!("{}:{}", sb.host, sb.port(NEW_MASTER))

@@ -165,6 +165,19 @@ fn parse_text(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The catalog's stored shard map on replica 2: (shard_id, master,
+/// critical) rows in shard_id order.
+async fn stored_shard_map(sb: &Sandbox, spec: &ServiceSpec) -> Vec<(String, String, i8)> {
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query(format!(
+            "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap()
+}
+
 fn wait_state(spec: &ServiceSpec, state: &str) {
     ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
 }
@@ -900,16 +913,7 @@ async fn shard_edits_are_stored_and_applied_live() {
         }
         out
     };
-    let catalog_rows = || async {
-        let mut replica = sb.connect(TARGET).await;
-        replica
-            .query::<(String, String, i8), _>(format!(
-                "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
-                quote_ident(&spec.catalog())
-            ))
-            .await
-            .unwrap()
-    };
+    let catalog_rows = || stored_shard_map(sb, &spec);
     assert_eq!(ctl_ok(&spec, &["shard", "list"]), map_text(&[(&a, false)]));
     assert_eq!(
         ctl_json(&spec, &["shard", "list"]),
@@ -1070,16 +1074,7 @@ async fn auto_created_shards_are_listed_stored_and_checked() {
     assert_eq!(rows_of(sb, TARGET, &n).await, [(1, 0), (2, 0), (3, 0)]);
     let svc = spec.service.as_str();
     let row = |s: &str| (s.to_string(), svc.to_string(), 0i8);
-    let stored = || async {
-        let mut replica = sb.connect(TARGET).await;
-        replica
-            .query::<(String, String, i8), _>(format!(
-                "SELECT shard_id, master, critical FROM {}.shard_map ORDER BY shard_id",
-                quote_ident(&spec.catalog())
-            ))
-            .await
-            .unwrap()
-    };
+    let stored = || stored_shard_map(sb, &spec);
     // Stored by the running service itself.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while stored().await != [row(&a), row(&n)] {
