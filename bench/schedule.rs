@@ -88,7 +88,7 @@ fn router(assignment: ChannelAssignment) -> ShardRouter {
     ShardRouter {
         filter: ShardFilter::new("svc", shard_map()),
         assignment,
-        map_updates: None,
+        live_map: None,
         foreign_keys: None,
         row_keys: None,
     }

@@ -754,7 +754,7 @@ pub struct ShardRouter {
     /// the next transaction is routed (the DBA's shard edits while
     /// online), and the shards the filter auto-created, handed back to be
     /// stored.
-    pub map_updates: Option<crate::shard::live::SharedLiveMap>,
+    pub live_map: Option<crate::shard::live::SharedLiveMap>,
     /// The shards joined by foreign keys on the replica, and how to read
     /// them again after DDL; `None`: every shard is independent.
     pub foreign_keys: Option<crate::shard::foreign_keys::ForeignKeyRouting>,
@@ -766,14 +766,14 @@ pub struct ShardRouter {
 impl Router for ShardRouter {
     fn route(&mut self, txn: &Transaction) -> Route {
         use crate::shard::filter::Decision;
-        if let Some(updates) = &self.map_updates {
+        if let Some(updates) = &self.live_map {
             if let Some(map) = updates.try_lock().ok().and_then(|mut m| m.update.take()) {
                 *self.filter.map_mut() = map;
             }
         }
         let decision = self.filter.decide_transaction(txn);
         let created = self.filter.take_created();
-        if let (false, Some(live)) = (created.is_empty(), &self.map_updates) {
+        if let (false, Some(live)) = (created.is_empty(), &self.live_map) {
             live.lock().expect("live shard map").created.extend(created);
         }
         match decision {

@@ -71,7 +71,7 @@ fn a_foreign_key_added_by_ddl_joins_the_shards_from_the_next_transaction_on() {
     let mut router = ShardRouter {
         filter: ShardFilter::new("svc", map),
         assignment: assignment.clone(),
-        map_updates: None,
+        live_map: None,
         foreign_keys: Some(foreign_keys),
         row_keys: None,
     };

@@ -187,25 +187,18 @@ async fn check_all(
         s.tables = tables.len() as u64;
         s.skipped = skipped;
     }
-    // The schemas whose every table is compared: a table there that only
-    // the replica has is a difference too.
-    let whole_schemas: Vec<String> = if request.tables.is_empty() && request.schemas.is_empty() {
-        shards.clone()
-    } else {
-        request.schemas.clone()
+    let align = Alignment {
+        hold,
+        catch_up_timeout: request.catch_up_timeout,
+        cancel,
+        status,
     };
+    // A table only the replica has, in a schema compared whole, is a
+    // difference too.
+    let whole = whole_schemas(request, &shards);
     let mut extra = Vec::new();
-    if !whole_schemas.is_empty() {
-        extra = replica_only_tables(
-            &mut m,
-            &mut r,
-            &whole_schemas,
-            hold,
-            request,
-            cancel,
-            status,
-        )
-        .await?;
+    if !whole.is_empty() {
+        extra = replica_only_tables(&mut m, &mut r, whole, &align).await?;
     }
     if tables.is_empty() && extra.is_empty() {
         // "identical" over no table would tell the DBA nothing is wrong.
@@ -238,15 +231,7 @@ async fn check_all(
             }
             Err(e) => return Err(e.to_string()),
         };
-        let position = aligned_snapshots(
-            &mut m,
-            &mut r,
-            hold,
-            request.catch_up_timeout,
-            cancel,
-            status,
-        )
-        .await?;
+        let position = aligned_snapshots(&mut m, &mut r, &align).await?;
         let base = status.lock().expect("check status").clone();
         let report = check_table(&mut m, &mut r, &plan, &request.options, |p| {
             let mut s = status.lock().expect("check status");
@@ -299,16 +284,13 @@ async fn replica_only_tables(
     m: &mut Conn,
     r: &mut Conn,
     schemas: &[String],
-    hold: &Arc<Hold>,
-    request: &CheckRequest,
-    cancel: &AtomicBool,
-    status: &Mutex<CheckStatus>,
+    align: &Alignment<'_>,
 ) -> Result<Vec<(String, String)>, String> {
-    let first = replica_only_once(m, r, schemas, hold, request, cancel, status).await?;
+    let first = replica_only_once(m, r, schemas, align).await?;
     if first.is_empty() {
         return Ok(first);
     }
-    let second = replica_only_once(m, r, schemas, hold, request, cancel, status).await?;
+    let second = replica_only_once(m, r, schemas, align).await?;
     Ok(first.into_iter().filter(|t| second.contains(t)).collect())
 }
 
@@ -322,13 +304,10 @@ async fn replica_only_once(
     m: &mut Conn,
     r: &mut Conn,
     schemas: &[String],
-    hold: &Arc<Hold>,
-    request: &CheckRequest,
-    cancel: &AtomicBool,
-    status: &Mutex<CheckStatus>,
+    align: &Alignment<'_>,
 ) -> Result<Vec<(String, String)>, String> {
     let before = base_tables(m, schemas, "master").await?;
-    aligned_snapshots(m, r, hold, request.catch_up_timeout, cancel, status).await?;
+    aligned_snapshots(m, r, align).await?;
     let _ = m.query_drop("COMMIT").await;
     let _ = r.query_drop("COMMIT").await;
     let replica = base_tables(r, schemas, "replica").await?;
@@ -364,6 +343,16 @@ async fn base_tables(
         all.extend(names.into_iter().map(|t| (schema.clone(), t)));
     }
     Ok(all)
+}
+
+/// The schemas whose every table a request compares: those it names, or
+/// (when it names neither tables nor schemas) the service's shards.
+fn whole_schemas<'a>(request: &'a CheckRequest, shards: &'a [String]) -> &'a [String] {
+    if request.tables.is_empty() && request.schemas.is_empty() {
+        shards
+    } else {
+        &request.schemas
+    }
 }
 
 /// Why a check found no table to compare, and what to do.
@@ -471,12 +460,7 @@ async fn tables_of(
             }
         }
     }
-    let schemas: &[String] = if request.tables.is_empty() && request.schemas.is_empty() {
-        shards
-    } else {
-        &request.schemas
-    };
-    for schema in schemas {
+    for schema in whole_schemas(request, shards) {
         let exists: Option<String> = master
             .exec_first(
                 "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
@@ -534,16 +518,36 @@ async fn tables_of(
     Ok((tables, skipped))
 }
 
+/// What opening the two read views at one point of the stream needs: the
+/// run's hold on its scheduler, how long the service may take to get
+/// there, the DBA's cancel, and the status that says what is waited for.
+struct Alignment<'a> {
+    hold: &'a Arc<Hold>,
+    catch_up_timeout: Duration,
+    cancel: &'a AtomicBool,
+    status: &'a Mutex<CheckStatus>,
+}
+
+impl Alignment<'_> {
+    /// Shows `what` as the status's `waiting_for` (`None`: no wait).
+    fn waiting(&self, what: Option<String>) {
+        self.status.lock().expect("check status").waiting_for = what;
+    }
+}
+
 /// Opens the two read views at one point of the stream (see the module
 /// doc) and returns its master position.
 async fn aligned_snapshots(
     master: &mut Conn,
     replica: &mut Conn,
-    hold: &Arc<Hold>,
-    catch_up_timeout: Duration,
-    cancel: &AtomicBool,
-    status: &Mutex<CheckStatus>,
+    align: &Alignment<'_>,
 ) -> Result<BinlogPosition, String> {
+    let Alignment {
+        hold,
+        catch_up_timeout,
+        cancel,
+        ..
+    } = *align;
     let mut last_error = String::new();
     for _ in 0..SNAPSHOT_ATTEMPTS {
         // A cancel releases the hold, which ends a wait below.
@@ -551,11 +555,11 @@ async fn aligned_snapshots(
             return Err("cancelled".into());
         }
         let h = hold.clone();
-        status.lock().expect("check status").waiting_for = Some(
+        align.waiting(Some(
             "the service's scheduler to pause (it routes the transaction in hand first)".into(),
-        );
+        ));
         let paused = tokio::task::spawn_blocking(move || h.pause(catch_up_timeout)).await;
-        status.lock().expect("check status").waiting_for = None;
+        align.waiting(None);
         let (paused, _) = paused.map_err(|e| e.to_string())?.map_err(|e| {
             format!(
                 "could not pause the service's scheduler: {e} (it finishes the transaction \
@@ -580,12 +584,11 @@ async fn aligned_snapshots(
             ));
         }
         let (h, at) = (hold.clone(), position.clone());
-        status.lock().expect("check status").waiting_for =
-            Some(format!("the service to apply up to {position}"));
+        align.waiting(Some(format!("the service to apply up to {position}")));
         let reached = tokio::task::spawn_blocking(move || h.hold_at(at, catch_up_timeout))
             .await
             .map_err(|e| e.to_string());
-        status.lock().expect("check status").waiting_for = None;
+        align.waiting(None);
         let reached = reached?;
         if let Err(e) = reached {
             hold.release();

@@ -56,7 +56,7 @@ pub struct RunOptions {
     pub observer: Option<Arc<Observer>>,
     /// The shard map exchanged with the running filter (shard edits one
     /// way, auto-created shards the other).
-    pub map_updates: Option<crate::shard::live::SharedLiveMap>,
+    pub live_map: Option<crate::shard::live::SharedLiveMap>,
     /// A consistency check's hold on the scheduler ([`crate::scheduler::hold`]).
     pub hold: Option<Arc<crate::scheduler::hold::Hold>>,
 }

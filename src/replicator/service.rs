@@ -76,7 +76,7 @@ pub struct Service {
     inner: Mutex<Inner>,
     /// The shard map exchanged with the running router
     /// ([`crate::shard::live`]).
-    map_updates: crate::shard::live::SharedLiveMap,
+    live_map: crate::shard::live::SharedLiveMap,
     /// Held while the stored map is read, edited and written back, so two
     /// edits at once cannot lose one another's changes.
     map_edit: Mutex<()>,
@@ -210,7 +210,7 @@ impl Service {
                 skipped,
                 handed_back: None,
             }),
-            map_updates: Arc::default(),
+            live_map: Arc::default(),
             map_edit: Mutex::new(()),
             run_ended: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             stop_when_idle,
@@ -512,7 +512,7 @@ impl Service {
             stop_at: Some(run.stop_at.clone()),
             immediate: Some(run.immediate.clone()),
             observer: Some(run.observer.clone()),
-            map_updates: Some(self.map_updates.clone()),
+            live_map: Some(self.live_map.clone()),
             hold: Some(run.hold.clone()),
         };
         inner.until_seqno = until_seqno;
@@ -578,12 +578,7 @@ impl Service {
     /// handed over yet (none: nothing is done); a failure is logged and
     /// they are kept for the next try.
     fn store_auto_created(&self) {
-        let pending = !self
-            .map_updates
-            .lock()
-            .expect("live map")
-            .created
-            .is_empty();
+        let pending = !self.live_map.lock().expect("live map").created.is_empty();
         if pending {
             if let Err(e) = self.stored_map(|_| Ok(0), false) {
                 tracing::warn!(error = %e, "cannot store auto-created shards yet; retrying");
@@ -869,7 +864,7 @@ impl Service {
             None => None,
         };
         let _editing = self.map_edit.lock().expect("map edit");
-        let created = std::mem::take(&mut self.map_updates.lock().expect("live map").created);
+        let created = std::mem::take(&mut self.live_map.lock().expect("live map").created);
         let result = block_on(async {
             let mut conn = mysql_async::Conn::new(super::replica_opts(&self.config))
                 .await
@@ -892,14 +887,14 @@ impl Service {
             // The running router takes (empties) this slot before its next
             // transaction: the map returned is this call's own copy.
             if to_filter {
-                self.map_updates.lock().expect("live map").update = Some(map.clone());
+                self.live_map.lock().expect("live map").update = Some(map.clone());
             }
             Ok((n, map))
         })
         .and_then(|r| r);
         if result.is_err() {
             // Not stored: kept for the next call, before any newer ones.
-            let mut live = self.map_updates.lock().expect("live map");
+            let mut live = self.live_map.lock().expect("live map");
             let newer = std::mem::replace(&mut live.created, created);
             live.created.extend(newer);
         }

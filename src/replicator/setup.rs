@@ -283,7 +283,7 @@ pub(super) fn router(
     Ok(ShardRouter {
         filter,
         assignment,
-        map_updates: options.map_updates.clone(),
+        live_map: options.live_map.clone(),
         foreign_keys: Some(foreign_keys),
         row_keys,
     })

@@ -2,8 +2,9 @@
 //! DBA's edits go one way ([`LiveMap::update`], taken by the router before
 //! the next transaction it routes), the shards the filter auto-created
 //! (`[shard_filter] auto_create`) the other ([`LiveMap::created`], stored
-//! in the catalog's `shard_map` by the service at its next read or edit of
-//! the map: `shard list`, `shard insert|update|delete`, a check).
+//! in the catalog's `shard_map` by the running service within
+//! `AUTO_CREATED_STORE_INTERVAL`, as a run ends, and at any read or edit
+//! of the map: `shard list`, `shard insert|update|delete`, a check).
 
 use std::sync::{Arc, Mutex};
 
@@ -29,7 +30,8 @@ impl LiveMap {
     pub fn merge_created(created: &[ShardEntry], map: &mut ShardMap) -> usize {
         let mut n = 0;
         for entry in created {
-            if map.get(&entry.shard_id).is_none() && map.insert(entry.clone()).is_ok() {
+            // Refused (not added) when the map lists the shard already.
+            if map.insert(entry.clone()).is_ok() {
                 n += 1;
             }
         }
