@@ -11,6 +11,8 @@
 #        scripts/sandbox.sh sql NAME [mariadb client args...]   NAME: master|replica1|...
 #
 # Settings come from conf/sandbox.env; a variable set in the environment wins.
+# Concurrent `up`s of one sandbox run one after the other: a later one waits
+# for the first at most SANDBOX_LOCK_WAIT seconds (default 120), then fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -119,9 +121,11 @@ CNF
 start_server() {
     local name=$1 dir; dir=$(server_dir "$name")
     write_config "$name"
-    setsid mariadbd --defaults-file="$dir/my.cnf" >>"$dir/mariadbd.out" 2>&1 < /dev/null &
-    local i
-    for i in $(seq 1 600); do
+    # 9>&-: the server must not inherit the descriptor of `up`'s lock
+    # ($base/.lock, see cmd_up): it would hold the lock for as long as it
+    # runs, and every later `up` would wait for it.
+    setsid mariadbd --defaults-file="$dir/my.cnf" 9>&- >>"$dir/mariadbd.out" 2>&1 < /dev/null &
+    for _ in $(seq 1 600); do
         if client "$name" -e 'SELECT 1' >/dev/null 2>&1; then return 0; fi
         if ! kill -0 $! 2>/dev/null; then
             tail -20 "$dir/error.log" >&2 || true
@@ -155,7 +159,7 @@ create_server() {
     mkdir -p "$dir/data" "$dir/binlog" "$dir/relay"
     write_config "$name"
     mariadb-install-db --defaults-file="$dir/my.cnf" --auth-root-authentication-method=socket \
-        --skip-test-db >"$dir/install.log" 2>&1 \
+        --skip-test-db 9>&- >"$dir/install.log" 2>&1 \
         || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed for $name"; }
     start_server "$name"
     bootstrap_users "$name"
@@ -219,12 +223,47 @@ cmd_up() {
     [[ "$replicas" =~ ^[0-9]+$ ]] || die "up takes a replica count, got '$replicas'"
     ensure_packages
     mkdir -p "$base"
-    exec 9>"$base/.lock"
-    flock 9
+    # One `up` at a time per sandbox directory. The wait is bounded and
+    # says what it waits for; the servers started below do not inherit fd 9
+    # (start_server), so the lock is released when this script exits, even
+    # when it fails half-way.
+    local lock=$base/.lock wait=${SANDBOX_LOCK_WAIT:-120}
+    [[ "$wait" =~ ^[0-9]+$ ]] || die "SANDBOX_LOCK_WAIT takes seconds, got '$wait'"
+    exec 9>"$lock"
+    if ! flock -n 9; then
+        log "waiting up to $wait s for $lock: another 'sandbox.sh up' of this sandbox holds it (processes with it open: $(lock_users "$lock"))"
+        if ! flock -w "$wait" 9; then
+            local users; users=$(lock_users "$lock")
+            case "$users" in
+                *mariadbd*) die "$lock is still held after $wait s, by a server that inherited it from an older sandbox.sh (processes with it open: $users); 'scripts/sandbox.sh down' stops the servers and frees it" ;;
+                *) die "another 'sandbox.sh up' still holds $lock after $wait s (processes with it open: $users)" ;;
+            esac
+        fi
+    fi
     up_one master
     for k in $(seq 1 "$replicas"); do up_one "replica$k"; done
     flock -u 9
+    exec 9>&-
     cmd_status
+}
+
+# The other processes that have FILE open (this script excepted), as
+# "pid N (command line), ...", or "none found": who holds (or also waits
+# for) a lock that is not free.
+lock_users() {
+    local file=$1 fd pid cmd out='' seen=' '
+    while IFS= read -r fd; do
+        pid=${fd#/proc/}; pid=${pid%%/*}
+        if [ "$pid" = "$$" ] || [ "$pid" = "$BASHPID" ]; then continue; fi
+        case "$seen" in *" $pid "*) continue ;; esac
+        seen="$seen$pid "
+        # Gone by now (such as the find below, which sees itself): skipped.
+        cmd=$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline") || continue
+        cmd=${cmd% }; [ -n "$cmd" ] || continue
+        [ "${#cmd}" -le 100 ] || cmd="${cmd:0:100}..."
+        out="$out${out:+, }pid $pid ($cmd)"
+    done < <(find /proc/[0-9]*/fd -maxdepth 1 -lname "$file" 2>/dev/null)
+    echo "${out:-none found}"
 }
 
 servers() {
@@ -236,13 +275,13 @@ servers() {
 }
 
 cmd_down() {
-    local name pid i
+    local name pid
     for name in $(servers); do
         server_running "$name" || continue
         pid=$(server_pid "$name")
         log "stopping $name (pid $pid)"
         kill -TERM "$pid"
-        for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         if kill -0 "$pid" 2>/dev/null; then
             log "$name did not stop within 60 s; killing it"
             kill -KILL "$pid" || true
@@ -295,5 +334,5 @@ case "${1:-}" in
     destroy) cmd_destroy ;;
     status) cmd_status ;;
     sql) shift; cmd_sql "$@" ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
