@@ -46,7 +46,7 @@ use mysql_async::{Conn, Opts};
 use crate::applier::error::{at_block, connect_error, elide, ApplyError};
 use crate::applier::progress::Progress;
 use crate::applier::restart::{self, RestartRow};
-use crate::applier::retry::{classify, Backoff, ErrorClass};
+use crate::applier::retry::{classify, outcome_unknown, Backoff, ErrorClass};
 use crate::applier::session::{self, Origin};
 use crate::applier::sql::SqlBuilder;
 use crate::applier::table::TableCache;
@@ -57,12 +57,14 @@ use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
 mod batch;
+mod outcome;
 mod plain;
 mod restart_row;
 mod xa;
 
 use batch::rows_only;
 pub use batch::BATCH_BYTES;
+use outcome::{records, seqno_span, SessionId};
 
 /// One attempt at a statement or block: the error carries the driver's
 /// error when there is one (for [`classify`]).
@@ -172,6 +174,8 @@ pub fn spawn(
 struct Channel {
     settings: ChannelSettings,
     conn: Conn,
+    /// The session `conn` is ([`outcome`]).
+    session: SessionId,
     builder: SqlBuilder,
     /// The replica's tables as this channel last saw them.
     tables: TableCache,
@@ -341,18 +345,98 @@ fn is_ddl(txn: &Transaction) -> bool {
     })
 }
 
+/// A new session on the replica, set up as a channel's
+/// ([`session::setup_statement`]).
+async fn open_session(settings: &ChannelSettings) -> Result<(Conn, SessionId), mysql_async::Error> {
+    let mut conn = Conn::new(settings.opts.clone()).await?;
+    let session = SessionId::of(&mut conn).await;
+    conn.query_drop(session::setup_statement(settings.sql_log_bin))
+        .await?;
+    Ok((conn, session))
+}
+
+/// What a channel reads when it starts: its session, a DDL transaction
+/// marked started and not recorded ([`restart::pending_ddl`]), and whether
+/// the server runs compound statements (MariaDB 10.1.1 and later).
+///
+/// # Errors
+/// The driver's error (for the retry rules), with the error to report
+/// when it is not retried.
+async fn first_session(
+    settings: &ChannelSettings,
+) -> Result<(Conn, SessionId, Option<Seqno>, bool), (mysql_async::Error, ApplyError)> {
+    let channel = settings.channel;
+    let (mut conn, session) = open_session(settings).await.map_err(|e| {
+        let report = connect_error(channel, &e);
+        (e, report)
+    })?;
+    let replay_ddl = match restart::pending_ddl(&mut conn, &settings.catalog, channel).await {
+        Ok(ddl) => ddl,
+        Err(restart::RestartError::Sql { catalog, cause }) => {
+            let code = match &cause {
+                mysql_async::Error::Server(s) => s.code,
+                _ => 0,
+            };
+            let text = restart::RestartError::Sql {
+                catalog,
+                cause: mysql_async::Error::Other(crate::mysql::error_text(&cause).into()),
+            }
+            .to_string();
+            return Err((cause, ApplyError::on_channel(channel, code, text)));
+        }
+        Err(other) => {
+            let text = other.to_string();
+            return Err((
+                mysql_async::Error::Other(text.clone().into()),
+                ApplyError::on_channel(channel, 0, text),
+            ));
+        }
+    };
+    let version: Option<String> = conn.query_first("SELECT VERSION()").await.map_err(|e| {
+        let report = connect_error(channel, &e);
+        (e, report)
+    })?;
+    let version = version.unwrap_or_default();
+    let compound = version.contains("MariaDB") && conn.server_version() >= (10, 1, 1);
+    if settings.compound_blocks && !compound {
+        tracing::warn!(
+            channel = settings.channel.get(),
+            version = %version,
+            "[apply] compound_blocks needs MariaDB 10.1.1 or later: this channel sends \
+             multi-statement blocks instead"
+        );
+    }
+    Ok((conn, session, replay_ddl, compound))
+}
+
 impl Channel {
+    /// The channel's first session, retrying a lost or refused connection
+    /// as a block's retries do (a channel whose session is killed while it
+    /// starts goes on).
     async fn connect(
-        settings: ChannelSettings,
+        mut settings: ChannelSettings,
         start: ChannelStart,
         progress: Arc<Progress>,
     ) -> Result<Channel, ApplyError> {
-        let mut conn = Conn::new(settings.opts.clone())
-            .await
-            .map_err(|e| connect_error(settings.channel, &e))?;
-        let replay_ddl = restart::pending_ddl(&mut conn, &settings.catalog, settings.channel)
-            .await
-            .map_err(|e| ApplyError::on_channel(settings.channel, 0, e.to_string()))?;
+        let mut backoff = Backoff::new(Duration::from_millis(50), settings.retry_max_backoff);
+        let (conn, session, replay_ddl, compound) = loop {
+            match first_session(&settings).await {
+                Ok(first) => break first,
+                Err((e, _))
+                    if classify(&e) == ErrorClass::Transient
+                        && backoff.attempts() < settings.retry_max_attempts =>
+                {
+                    tracing::warn!(
+                        channel = settings.channel.get(),
+                        error = %crate::mysql::ErrorText(&e),
+                        "cannot start the channel's session yet; retrying"
+                    );
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err((_, report)) => return Err(report),
+            }
+        };
+        settings.compound_blocks &= compound;
         if let Some(seqno) = replay_ddl {
             tracing::warn!(
                 channel = settings.channel.get(),
@@ -368,9 +452,10 @@ impl Channel {
             legacy_skip_through,
         } = start;
         let committed_set = std::mem::take(&mut row.committed_above);
-        let mut channel = Channel {
+        Ok(Channel {
             settings,
             conn,
+            session,
             builder: SqlBuilder::new(),
             tables: TableCache::default(),
             committed: row.seqno,
@@ -382,30 +467,7 @@ impl Channel {
             replay_ddl,
             session_origin: None,
             temp_tables: TempTables::default(),
-        };
-        channel.setup_session().await?;
-        if channel.settings.compound_blocks {
-            // Compound statements are MariaDB's (10.1.1 and later): on
-            // another server every block would fail and run statement by
-            // statement.
-            let version: Option<String> = channel
-                .conn
-                .query_first("SELECT VERSION()")
-                .await
-                .map_err(|e| channel.error_at(None, "SELECT VERSION()", &e))?;
-            let version = version.unwrap_or_default();
-            let (major, minor, patch) = channel.conn.server_version();
-            if !version.contains("MariaDB") || (major, minor, patch) < (10, 1, 1) {
-                tracing::warn!(
-                    channel = channel.settings.channel.get(),
-                    version = %version,
-                    "[apply] compound_blocks needs MariaDB 10.1.1 or later: this channel sends \
-                     multi-statement blocks instead"
-                );
-                channel.settings.compound_blocks = false;
-            }
-        }
-        Ok(channel)
+        })
     }
 
     async fn setup_session(&mut self) -> Result<(), ApplyError> {
@@ -434,10 +496,16 @@ impl Channel {
         Ok(())
     }
 
+    /// A new session in place of the channel's (which is closed), set up
+    /// as at connect; the old one, if the replica still runs it, is ended
+    /// before this returns ([`Channel::end_lost_session`]), so that
+    /// nothing sent on it can commit later.
     async fn reconnect(&mut self) -> Result<(), mysql_async::Error> {
-        let conn = Conn::new(self.settings.opts.clone()).await?;
+        let (conn, session) = open_session(&self.settings).await?;
+        self.session_origin = None;
         let old = std::mem::replace(&mut self.conn, conn);
-        let _ = old.disconnect().await;
+        let old_session = std::mem::replace(&mut self.session, session);
+        let _ = tokio::time::timeout(Duration::from_secs(5), old.disconnect()).await;
         if self.temp_tables.count() > 0 {
             tracing::warn!(
                 channel = self.settings.channel.get(),
@@ -446,9 +514,7 @@ impl Channel {
             );
             self.temp_tables.clear();
         }
-        self.setup_session()
-            .await
-            .map_err(|e| mysql_async::Error::Other(e.message.into()))
+        self.end_lost_session(old_session).await
     }
 
     /// The error of statement `sql` failing with `e`; `at` names its
@@ -503,18 +569,40 @@ impl Channel {
             self.forget_tables();
         }
         let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
+        let seqnos = || todo.iter().map(|(t, _)| t.seqno);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
         let mut reconnect_error: Option<String> = None;
+        // The error after which the last attempt's outcome is unknown
+        // (module `outcome`): the restart row is read before anything else.
+        let mut unknown: Option<ApplyError> = None;
         loop {
-            let row = self.next_row(marker, todo.iter().map(|(t, _)| t.seqno));
-            let attempt = self.try_block(&todo, ddl, &row).await;
+            let mut attempt = None;
+            if let Some(after) = &unknown {
+                match self.read_own_row().await {
+                    Ok(stored) => {
+                        let committed = records(&stored, seqnos());
+                        self.log_outcome(&todo, after, committed);
+                        unknown = None;
+                        if committed {
+                            attempt = Some(Ok(stored));
+                        }
+                    }
+                    Err(e) => attempt = Some(Err(e)),
+                }
+            }
+            let attempt = match attempt {
+                Some(attempt) => attempt,
+                None => {
+                    let row = self.next_row(marker, seqnos());
+                    self.try_block(&todo, ddl, &row).await.map(|()| row)
+                }
+            };
             let attempt = attempt
                 .map_err(|(e, cause)| (at_block(e, &todo, reconnect_error.as_deref()), cause));
             match attempt {
-                Ok(()) => {
+                Ok(row) => {
                     self.row_written(row);
-                    self.progress
-                        .committed_block(todo.iter().map(|(t, _)| t.seqno));
+                    self.progress.committed_block(seqnos());
                     self.progress
                         .record_applied(self.settings.channel.index(), &todo);
                     if ddl {
@@ -529,6 +617,7 @@ impl Channel {
                         && backoff.attempts() < self.settings.retry_max_attempts =>
                 {
                     let delay = backoff.next_delay();
+                    let lost = outcome_unknown(&cause);
                     tracing::warn!(
                         channel = self.settings.channel.get(),
                         seqno = error.seqno_number(),
@@ -541,19 +630,28 @@ impl Channel {
                         attempt = backoff.attempts(),
                         delay_ms = delay.as_millis() as u64,
                         error = %error.message,
-                        "transient error; rolling back the block and retrying"
+                        "{}",
+                        if lost {
+                            "transient error, the connection lost: reconnecting, then reading \
+                             the restart row to learn whether the block committed"
+                        } else {
+                            "transient error; rolling back the block and retrying"
+                        }
                     );
-                    let _ = self.conn.query_drop("ROLLBACK").await;
                     self.progress.count_retry(error.code);
                     if ddl {
                         // The DDL itself may have run before the error.
                         self.replay_ddl = Some(todo[0].0.seqno);
                     }
+                    if lost {
+                        // The first error is the one whose outcome is
+                        // unknown; a failed read keeps it.
+                        unknown.get_or_insert(error);
+                    } else {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                    }
                     tokio::time::sleep(delay).await;
-                    if matches!(
-                        cause,
-                        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
-                    ) {
+                    if lost {
                         match self.reconnect().await {
                             Ok(()) => reconnect_error = None,
                             Err(e) => {
@@ -573,6 +671,36 @@ impl Channel {
                 }
             }
         }
+    }
+
+    /// Logs (INFO) and counts what the restart row said of a block whose
+    /// outcome was unknown after `after`.
+    fn log_outcome(
+        &self,
+        todo: &[&(Arc<Transaction>, Epoch)],
+        after: &ApplyError,
+        committed: bool,
+    ) {
+        let (Some((first, _)), Some((last, _))) = (todo.first(), todo.last()) else {
+            return;
+        };
+        let span = seqno_span(first.seqno, last.seqno);
+        let verdict = if committed {
+            "committed"
+        } else {
+            "not committed, applying again"
+        };
+        tracing::info!(
+            channel = self.settings.channel.get(),
+            "outcome of {span} unknown after {}{}: {verdict} (the restart row read again says so)",
+            if after.code == 0 {
+                String::new()
+            } else {
+                format!("error {}: ", after.code)
+            },
+            after.message
+        );
+        self.progress.count_unknown_outcome(committed);
     }
 
     /// One attempt at a block; errors carry the driver error when there is
@@ -620,6 +748,12 @@ impl Channel {
         if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
             match self.try_block_batched(todo, row).await {
                 Ok(()) => return Ok(()),
+                // The connection was lost: the block may have committed
+                // (a compound block's COMMIT, or the COMMIT after the
+                // batch); the caller reads the restart row first.
+                Err((error, Some(cause))) if outcome_unknown(&cause) => {
+                    return Err((error, Some(cause)))
+                }
                 Err((error, _)) => {
                     // Errors are reported by the statement-at-a-time path:
                     // run the block again that way (the batch's transaction

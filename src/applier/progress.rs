@@ -37,6 +37,12 @@ pub struct Progress {
     /// Those retries per server error code (0: a connection or driver
     /// error without one).
     retries_by_code: Mutex<std::collections::BTreeMap<u16, u64>>,
+    /// Blocks whose outcome was unknown (the connection lost after they
+    /// were sent) and whose restart row, read again, showed them
+    /// committed.
+    unknown_committed: AtomicU64,
+    /// Those whose restart row showed them not committed (applied again).
+    unknown_not_committed: AtomicU64,
     /// Row changes (row image pairs) of the transactions committed in
     /// this run.
     rows_applied: AtomicU64,
@@ -99,6 +105,8 @@ impl Progress {
             ddl_epoch: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             retries_by_code: Mutex::new(std::collections::BTreeMap::new()),
+            unknown_committed: AtomicU64::new(0),
+            unknown_not_committed: AtomicU64::new(0),
             rows_applied: AtomicU64::new(0),
             blocks_committed: AtomicU64::new(0),
             markers: Mutex::new(vec![None; start.len()]),
@@ -333,6 +341,26 @@ impl Progress {
             .expect("retries lock")
             .entry(code)
             .or_default() += 1;
+    }
+
+    /// Counts one block whose outcome was unknown, by what its restart
+    /// row said: `committed`, or not (then applied again).
+    pub(super) fn count_unknown_outcome(&self, committed: bool) {
+        let counter = if committed {
+            &self.unknown_committed
+        } else {
+            &self.unknown_not_committed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Blocks of unknown outcome found committed, and found not committed
+    /// (applied again), in this run.
+    pub fn unknown_outcomes(&self) -> (u64, u64) {
+        (
+            self.unknown_committed.load(Ordering::Relaxed),
+            self.unknown_not_committed.load(Ordering::Relaxed),
+        )
     }
 
     /// The retries so far per server error code (0: none).

@@ -47,6 +47,24 @@ pub fn classify(error: &mysql_async::Error) -> ErrorClass {
     }
 }
 
+/// Whether the outcome of what was sent before `error` is unknown: the
+/// connection was lost, killed or shut down (an I/O error, a closed
+/// connection or any other driver error, 2006, 2013, 1927, 1053), so a
+/// COMMIT sent on it, or a compound block that ends with one, may have
+/// taken effect or not. The channel then reads its restart row before it
+/// does anything else (shared/DESIGN.md §4, "Unknown outcome"). A lock
+/// wait timeout (1205) or deadlock (1213) is a reply: nothing committed.
+pub fn outcome_unknown(error: &mysql_async::Error) -> bool {
+    match error {
+        mysql_async::Error::Server(e) => matches!(
+            e.code,
+            CR_SERVER_GONE_ERROR | CR_SERVER_LOST | ER_CONNECTION_KILLED | ER_SERVER_SHUTDOWN
+        ),
+        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
+        _ => false,
+    }
+}
+
 /// Whether a reported error (its server code, 0 for none, and message) is
 /// transient by kind: a code [`classify_code`] retries, a client connect
 /// error (2002, 2003), or no server code and a message of a lost or refused
@@ -130,6 +148,30 @@ mod tests {
         for code in [1062, 1032, 1146, 1054, 1064, 1452] {
             assert_eq!(classify_code(code), ErrorClass::Definite, "{code}");
         }
+    }
+
+    #[test]
+    fn only_a_lost_connection_leaves_the_outcome_unknown() {
+        let server = |code| {
+            mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: String::new(),
+                state: String::new(),
+            })
+        };
+        for code in [2006, 2013, 1927, 1053] {
+            assert!(outcome_unknown(&server(code)), "{code}");
+        }
+        for code in [1205, 1213, 1062, 1032] {
+            assert!(!outcome_unknown(&server(code)), "{code}");
+        }
+        let closed = mysql_async::Error::Driver(mysql_async::DriverError::ConnectionClosed);
+        assert!(outcome_unknown(&closed));
+        let io = mysql_async::Error::Io(mysql_async::IoError::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
+        assert!(outcome_unknown(&io));
+        assert!(!outcome_unknown(&mysql_async::Error::Other("x".into())));
     }
 
     #[test]

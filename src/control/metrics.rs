@@ -223,6 +223,7 @@ pub fn render(service: &Service) -> Result<String, prometheus::Error> {
         "Transient errors retried, by server error code (0: a connection error).",
         status.retry_counts.as_deref(),
     )?;
+    m.unknown_outcomes(&status)?;
     m.by_code(
         "shardrep_errors_total",
         "Runs ended by an error (OFFLINE:ERROR), by error code (0: none).",
@@ -343,6 +344,25 @@ impl Metrics<'_> {
                 c.with_label_values(&[code]).inc_by(n.parse().unwrap_or(0));
             }
         }
+        self.register(c)
+    }
+
+    /// `shardrep_unknown_outcomes_total{outcome="committed"|"not_committed"}`:
+    /// blocks whose COMMIT's reply was lost, by what their restart row
+    /// said (unknownOutcomeCommittedCount, unknownOutcomeReappliedCount).
+    fn unknown_outcomes(&mut self, status: &Status) -> Result<(), prometheus::Error> {
+        let c = IntCounterVec::new(
+            Opts::new(
+                "shardrep_unknown_outcomes_total",
+                "Blocks whose COMMIT's reply was lost, by what the restart row read again said: \
+                 committed (not applied again) or not_committed (applied again).",
+            ),
+            &["outcome"],
+        )?;
+        c.with_label_values(&["committed"])
+            .inc_by(status.unknown_outcome_committed_count);
+        c.with_label_values(&["not_committed"])
+            .inc_by(status.unknown_outcome_reapplied_count);
         self.register(c)
     }
 

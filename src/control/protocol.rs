@@ -665,6 +665,14 @@ pub struct Status {
     /// (code 0: a connection error without one), code order; `null`
     /// when none.
     pub retry_counts: Option<String>,
+    /// `unknownOutcomeCommittedCount`: blocks whose COMMIT's reply was
+    /// lost (the connection lost, killed or the server gone after they
+    /// were sent) and whose restart row, read again, showed them
+    /// committed: counted once, not applied again.
+    pub unknown_outcome_committed_count: u64,
+    /// `unknownOutcomeReappliedCount`: such blocks whose restart row
+    /// showed them not committed: applied again.
+    pub unknown_outcome_reapplied_count: u64,
     /// `errorCounts`: runs ended by an error (`OFFLINE:ERROR`) since the
     /// service started, per error code as for `retryCounts`.
     pub error_counts: Option<String>,
@@ -756,6 +764,8 @@ impl Status {
             blocks_committed_count: 0,
             retry_count: 0,
             retry_counts: None,
+            unknown_outcome_committed_count: 0,
+            unknown_outcome_reapplied_count: 0,
             error_counts: None,
             master_binlog_end: None,
             master_gtid_pos: None,

@@ -51,6 +51,8 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.blocks_committed_count = s.applied.blocks;
     status.retry_count = s.applied.retry_count();
     status.retry_counts = code_counts(s.applied.retries.iter().map(|(c, n)| (u32::from(*c), *n)));
+    status.unknown_outcome_committed_count = s.applied.unknown_outcome_committed;
+    status.unknown_outcome_reapplied_count = s.applied.unknown_outcome_reapplied;
     status.error_counts = code_counts(s.applied.errors.iter().map(|(c, n)| (*c, *n)));
     // Queued and not applied, from this snapshot's own seqnos.
     status.transactions_behind = status
@@ -200,6 +202,8 @@ mod tests {
                 row_changes: 950,
                 blocks: 9,
                 retries: [(1213, 2), (0, 1)].into_iter().collect(),
+                unknown_outcome_committed: 2,
+                unknown_outcome_reapplied: 1,
                 errors: [(1062, 1)].into_iter().collect(),
             },
             lag: Some(Lag {
@@ -248,6 +252,8 @@ mod tests {
         expected.blocks_committed_count = 9;
         expected.retry_count = 3;
         expected.retry_counts = Some("0=1,1213=2".into());
+        expected.unknown_outcome_committed_count = 2;
+        expected.unknown_outcome_reapplied_count = 1;
         expected.error_counts = Some("1062=1".into());
         expected.master_binlog_end = Some("mariadb-bin.000003:4000".into());
         expected.master_gtid_pos = Some("0-1-120".into());

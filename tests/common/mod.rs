@@ -18,6 +18,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Value};
 
 pub mod committed_watch;
+pub mod fault_proxy;
 pub mod row_metadata;
 pub mod row_workload;
 pub mod service;

@@ -64,6 +64,9 @@ pub struct ServiceSpec {
     /// Apply through the target's Unix socket (`[replica] socket`)
     /// instead of loopback TCP.
     pub replica_socket: bool,
+    /// The replica's TCP port, when not [`TARGET`]'s own (a proxy in
+    /// front of it).
+    pub replica_port: Option<u16>,
     /// `block_commit_interval_ms`.
     pub block_interval_ms: u64,
     /// `[apply] parallelism`: `"shard"` or `"row"` (default `"row"`, the
@@ -106,6 +109,7 @@ impl ServiceSpec {
             sync_interval: 50,
             retry_max_attempts: 10,
             replica_socket: false,
+            replica_port: None,
             block_interval_ms: 0,
             parallelism: "row",
             replica_password: None,
@@ -176,7 +180,7 @@ socket = "{socket}"
             service = self.service,
             host = sb.host,
             master_port = sb.port(Server::Master),
-            replica_port = sb.port(TARGET),
+            replica_port = self.replica_port.unwrap_or_else(|| sb.port(TARGET)),
             user = sb.user,
             password = sb.password,
             replica_password = self.replica_password.as_deref().unwrap_or(&sb.password),

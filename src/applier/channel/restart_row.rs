@@ -18,7 +18,7 @@ use mysql_async::{Params, Value as Param};
 use super::{Attempt, Channel};
 use crate::applier::error::{elide, ApplyError};
 use crate::applier::restart::{self, LowWater, RestartRow};
-use crate::applier::retry::{classify, Backoff, ErrorClass};
+use crate::applier::retry::{classify, outcome_unknown, Backoff, ErrorClass};
 use crate::applier::work::Marker;
 use crate::event::Transaction;
 use crate::position::{Epoch, Seqno, SeqnoRanges};
@@ -219,35 +219,72 @@ impl Channel {
 
     /// Writes the row of `marker` in a transaction of its own, retrying
     /// transient errors; `stop`: the row of a clean stop (low-water mark
-    /// at the marker, nothing above), else [`Channel::next_row`].
+    /// at the marker, nothing above), else [`Channel::next_row`]. After a
+    /// lost connection the row is read again first: the write took effect
+    /// if and only if the row is the one sent (module `outcome`).
     async fn write_marker_row(&mut self, marker: &Marker, stop: bool) -> Result<(), ApplyError> {
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
+        // The row sent in the attempt whose outcome is unknown.
+        let mut unknown: Option<RestartRow> = None;
         loop {
-            let row = if stop {
-                RestartRow {
-                    low_water: LowWater::At(marker.seqno),
-                    committed_above: SeqnoRanges::new(),
-                    ..marker.row(self.settings.channel)
+            let attempt = match &unknown {
+                Some(sent) => match self.read_own_row().await {
+                    Ok(stored) if stored == *sent => {
+                        tracing::info!(
+                            channel = self.settings.channel.get(),
+                            seqno = marker.seqno.get(),
+                            "outcome of the restart row's write for a marker unknown after a \
+                             lost connection: committed (the restart row read again says so)"
+                        );
+                        unknown = None;
+                        Ok(stored)
+                    }
+                    Ok(_) => {
+                        unknown = None;
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
+                None => {
+                    let row = if stop {
+                        RestartRow {
+                            low_water: LowWater::At(marker.seqno),
+                            committed_above: SeqnoRanges::new(),
+                            ..marker.row(self.settings.channel)
+                        }
+                    } else {
+                        self.next_row(marker, std::iter::empty())
+                    };
+                    let written = self.write_row_alone(&row, marker.extract_time, None).await;
+                    match written {
+                        Err((error, Some(cause))) if outcome_unknown(&cause) => {
+                            unknown = Some(row);
+                            Err((error, Some(cause)))
+                        }
+                        other => other.map(|()| row),
+                    }
                 }
-            } else {
-                self.next_row(marker, std::iter::empty())
             };
-            let attempt = self.write_row_alone(&row, marker.extract_time, None).await;
             match attempt {
-                Ok(()) => {
+                Ok(row) => {
                     self.row_written(row);
                     return Ok(());
                 }
-                Err((_, Some(cause)))
+                Err((error, Some(cause)))
                     if classify(&cause) == ErrorClass::Transient
                         && backoff.attempts() < self.settings.retry_max_attempts =>
                 {
-                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    let lost = outcome_unknown(&cause);
+                    if !lost {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                    }
+                    tracing::debug!(
+                        channel = self.settings.channel.get(),
+                        error = %error,
+                        "transient error writing a marker's restart row; retrying"
+                    );
                     tokio::time::sleep(backoff.next_delay()).await;
-                    if matches!(
-                        cause,
-                        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)
-                    ) {
+                    if lost {
                         let _ = self.reconnect().await;
                     }
                 }

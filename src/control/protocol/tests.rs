@@ -268,6 +268,8 @@ fn status_has_every_key() {
             "timeInStateSeconds",
             "transactionsAppliedCount",
             "transactionsBehind",
+            "unknownOutcomeCommittedCount",
+            "unknownOutcomeReappliedCount",
             "untilSeqno",
             "uptimeSeconds",
             "windowWaitCount",

@@ -154,6 +154,12 @@ pub struct ApplyTotals {
     /// Transient errors retried, per server error code (0: a connection
     /// or driver error without one).
     pub retries: std::collections::BTreeMap<u16, u64>,
+    /// Blocks whose outcome was unknown after a lost connection and whose
+    /// restart row showed them committed (counted once, not applied
+    /// again).
+    pub unknown_outcome_committed: u64,
+    /// Those whose restart row showed them not committed (applied again).
+    pub unknown_outcome_reapplied: u64,
     /// Runs ended by an error (`OFFLINE:ERROR`), per server error code (0:
     /// an error without one).
     pub errors: std::collections::BTreeMap<u32, u64>,
@@ -168,6 +174,9 @@ impl ApplyTotals {
         for (code, n) in progress.retries_by_code() {
             *self.retries.entry(code).or_default() += n;
         }
+        let (committed, reapplied) = progress.unknown_outcomes();
+        self.unknown_outcome_committed += committed;
+        self.unknown_outcome_reapplied += reapplied;
     }
 
     /// Every retry, whatever its code.

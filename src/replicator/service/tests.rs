@@ -272,6 +272,18 @@ fn a_transient_error_never_advises_a_skip() {
     }
     let t = text(&apply_error(1062, "Duplicate entry"), &rows);
     assert!(t.contains("`shardrepctl online --skip-seqno 7`"), "{t}");
+    // A duplicate key or a missing row is never a lost COMMIT reply: the
+    // restart row was read again before the block ran a second time.
+    for code in [1062, 1032] {
+        let t = text(&apply_error(code, "x"), &rows);
+        assert!(
+            t.starts_with(
+                "this is not a transaction applied twice: the channel's restart row, read again \
+                 after any lost connection, records seqno 7 as never committed here"
+            ),
+            "{t}"
+        );
+    }
     // An error that names no transaction (a channel's connection) never
     // advises skipping seqno 0.
     let mut e = apply_error(1146, "Table 'shardrep_sjc.restart_position' doesn't exist");

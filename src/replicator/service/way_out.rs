@@ -15,8 +15,8 @@ use crate::applier::restart::{RestartError, RestartRow};
 use crate::config::Config;
 use crate::mysql::error_codes::{
     CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, ER_ACCESS_DENIED_ERROR,
-    ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR,
-    ER_TABLEACCESS_DENIED_ERROR,
+    ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_DUP_ENTRY, ER_KEY_NOT_FOUND,
+    ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
 };
 use crate::queue::QueueError;
 use crate::replicator::RunError;
@@ -100,6 +100,20 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
         RunError::Apply(SchedulerError::Apply(e)) if e.seqno.is_none() => Some(format!(
             "fix the replica (the error above names no transaction), then {online} retries"
         )),
+        RunError::Apply(SchedulerError::Apply(e))
+            if matches!(e.code, ER_DUP_ENTRY | ER_KEY_NOT_FOUND) =>
+        {
+            Some(format!(
+                "this is not a transaction applied twice: the channel's restart row, read again \
+                 after any lost connection, records seqno {seqno} as never committed here, so \
+                 the replica's row differs from the master's (a write on the replica, or a copy \
+                 that was not consistent). Compare the row the error names with the master's \
+                 and correct the replica, then {online} retries; `shardrepctl online \
+                 --skip-seqno {seqno}` if the replica already holds this transaction's changes \
+                 (recorded, never applied later); or {reset}",
+                seqno = e.seqno_number()
+            ))
+        }
         RunError::Apply(SchedulerError::Apply(e)) => Some(format!(
             "fix the replica, then {online} retries; `shardrepctl online --skip-seqno {}` if \
              that transaction must never be applied (recorded, never applied later); or \
