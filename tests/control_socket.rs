@@ -502,6 +502,8 @@ state                          : ONLINE
 timeInStateSeconds             : 3.250
 transactionsAppliedCount       : 0
 transactionsBehind             : NONE
+unknownOutcomeCommittedCount   : 0
+unknownOutcomeReappliedCount   : 0
 untilSeqno                     : NONE
 uptimeSeconds                  : 12.500
 windowWaitCount                : 0
@@ -520,7 +522,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 52);
+    assert_eq!(v.as_object().unwrap().len(), 54);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

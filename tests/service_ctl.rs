@@ -67,6 +67,8 @@ const STATUS_KEYS: &[&str] = &[
     "masterGtidPos",
     "bytesBehind",
     "transactionsBehind",
+    "unknownOutcomeCommittedCount",
+    "unknownOutcomeReappliedCount",
     "applyRateBytesPerSecond",
     "applyRateTransactionsPerSecond",
     "catchUpEtaSeconds",

@@ -359,7 +359,7 @@ async fn a_replica_lost_beyond_the_retries_is_an_error_naming_the_block() {
     let log = process.log_text();
     let retries: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("transient error; rolling back the block"))
+        .filter(|l| l.contains("WARN") && l.contains("transient error"))
         .collect();
     assert_eq!(retries.len(), 3, "{log}");
     for line in retries {

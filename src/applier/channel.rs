@@ -57,6 +57,7 @@ use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
 mod batch;
+mod non_transactional;
 mod outcome;
 mod plain;
 mod restart_row;
@@ -64,6 +65,7 @@ mod xa;
 
 use batch::rows_only;
 pub use batch::BATCH_BYTES;
+pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span, SessionId};
 
 /// One attempt at a statement or block: the error carries the driver's
@@ -206,6 +208,9 @@ struct Channel {
     /// and mixed formats): statements of a session holding one run with
     /// its `pseudo_thread_id` ([`crate::shard::temp_tables`]).
     temp_tables: TempTables,
+    /// A non-transactional table a statement of the current attempt was
+    /// sent to ([`non_transactional`]).
+    non_transactional_ran: Option<non_transactional::Ran>,
 }
 
 async fn run(
@@ -276,10 +281,12 @@ async fn work(
                 // before it), so an idle source does not cut blocks short.
                 let mut deferred_sync: Option<Arc<Marker>> = None;
                 let origin = Origin::of(&block[0].0);
-                let same_origin = |txn: &Transaction| {
-                    !channel.settings.preserve_origin || Origin::of(txn) == origin
-                };
-                if !alone && !is_ddl(&block[0].0) {
+                let preserve_origin = channel.settings.preserve_origin;
+                let same_origin = |txn: &Transaction| !preserve_origin || Origin::of(txn) == origin;
+                if !alone
+                    && !is_ddl(&block[0].0)
+                    && !channel.touches_non_transactional(&block[0].0).await
+                {
                     let deadline =
                         std::time::Instant::now() + channel.settings.block_commit_interval;
                     while block.len() < channel.settings.block_commit_txns.max(1) {
@@ -302,6 +309,19 @@ async fn work(
                                 bytes,
                                 marker,
                             }) if !alone && !is_ddl(&txn) && same_origin(&txn) => {
+                                // A transaction that changes a table a
+                                // rollback does not undo opens a block of
+                                // its own.
+                                if channel.touches_non_transactional(&txn).await {
+                                    pending = Some(Work::Apply {
+                                        txn,
+                                        epoch,
+                                        alone,
+                                        bytes,
+                                        marker,
+                                    });
+                                    break;
+                                }
                                 block.push((txn, epoch));
                                 block_bytes += bytes;
                                 last_marker = marker;
@@ -467,6 +487,7 @@ impl Channel {
             replay_ddl,
             session_origin: None,
             temp_tables: TempTables::default(),
+            non_transactional_ran: None,
         })
     }
 
@@ -563,11 +584,7 @@ impl Channel {
         if todo.is_empty() {
             return Ok(());
         }
-        let epoch = self.progress.ddl_epoch();
-        if epoch != self.seen_ddl_epoch {
-            self.seen_ddl_epoch = epoch;
-            self.forget_tables();
-        }
+        self.refresh_tables();
         let ddl = todo.len() == 1 && is_ddl(&todo[0].0);
         let seqnos = || todo.iter().map(|(t, _)| t.seqno);
         let mut backoff = Backoff::new(Duration::from_millis(50), self.settings.retry_max_backoff);
@@ -582,10 +599,12 @@ impl Channel {
                     Ok(stored) => {
                         let committed = records(&stored, seqnos());
                         self.log_outcome(&todo, after, committed);
-                        unknown = None;
                         if committed {
                             attempt = Some(Ok(stored));
+                        } else if let Some(ran) = self.non_transactional_ran.take() {
+                            return Err(self.not_run_again(after.clone(), &ran));
                         }
+                        unknown = None;
                     }
                     Err(e) => attempt = Some(Err(e)),
                 }
@@ -599,6 +618,16 @@ impl Channel {
             };
             let attempt = attempt
                 .map_err(|(e, cause)| (at_block(e, &todo, reconnect_error.as_deref()), cause));
+            if let Err((error, cause)) = &attempt {
+                // A change a rollback does not undo ran: never again on
+                // our own (a lost connection asks the restart row first).
+                if !cause.as_ref().is_some_and(outcome_unknown) {
+                    if let Some(ran) = self.non_transactional_ran.take() {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        return Err(self.not_run_again(error.clone(), &ran));
+                    }
+                }
+            }
             match attempt {
                 Ok(row) => {
                     self.row_written(row);
@@ -624,6 +653,7 @@ impl Channel {
                         last_seqno = todo
                             .last()
                             .map_or(error.seqno_number(), |(t, _)| t.seqno.get()),
+                        block = %seqnos().collect::<SeqnoRanges>(),
                         event = %error.event_text(),
                         shard = %error.shard,
                         code = error.code,
@@ -741,11 +771,19 @@ impl Channel {
             let (first, epoch) = todo[0];
             self.set_origin(first, *epoch).await?;
         }
+        self.non_transactional_ran = None;
         if ddl {
             let (txn, epoch) = todo[0];
             self.mark_started(txn, *epoch).await?;
         }
-        if !ddl && todo.iter().all(|(t, _)| rows_only(t)) {
+        let mut batched = !ddl && todo.iter().all(|(t, _)| rows_only(t));
+        if batched && todo.len() == 1 {
+            // Alone in its block when it changes a non-transactional
+            // table: statement by statement, never run twice in one
+            // attempt.
+            batched = !self.touches_non_transactional(&todo[0].0).await;
+        }
+        if batched {
             match self.try_block_batched(todo, row).await {
                 Ok(()) => return Ok(()),
                 // The connection was lost: the block may have committed
@@ -798,6 +836,16 @@ impl Channel {
             .query_drop(sql)
             .await
             .map_err(|e| (self.error_at(at, sql, &e), Some(e)))
+    }
+
+    /// Forgets the cached tables when a channel applied DDL since they
+    /// were read.
+    fn refresh_tables(&mut self) {
+        let epoch = self.progress.ddl_epoch();
+        if epoch != self.seen_ddl_epoch {
+            self.seen_ddl_epoch = epoch;
+            self.forget_tables();
+        }
     }
 
     /// Forgets the cached table shapes and prepared statements (after DDL,

@@ -28,6 +28,12 @@ pub struct ReplicaTable {
     /// foreign keys either way (none of its own, none referencing it) and
     /// no generated columns.
     pub merge_updates: bool,
+    /// The table's storage engine, when it does not take part in
+    /// transactions (`information_schema.ENGINES.TRANSACTIONS` is `NO`:
+    /// MyISAM, Aria, MEMORY, CSV, ...): its changes stay whatever the
+    /// transaction around them does, so a transaction that changes it is
+    /// applied alone and never run again after a part of it ran.
+    pub non_transactional: Option<String>,
     /// The last [`ReplicaTable::complete_columns`] answer and the binlog
     /// columns it was made from (the same for every rows change of the
     /// table until DDL): asked for every rows change.
@@ -107,6 +113,7 @@ impl TableCache {
                 },
                 columns: Vec::new(),
                 merge_updates: false,
+                non_transactional: None,
                 completed: Mutex::new(None),
             }
         } else {
@@ -143,10 +150,26 @@ impl TableCache {
                     primary_key: (!primary_key.is_empty()).then_some(primary_key),
                 },
                 merge_updates: false,
+                non_transactional: None,
                 completed: Mutex::new(None),
             }
         };
         let mut table = table;
+        // A view or a missing table reads as transactional: applying to
+        // it fails on its own.
+        let engine: Option<(Option<String>, Option<String>)> = conn
+            .exec_first(
+                "SELECT t.ENGINE, e.TRANSACTIONS FROM information_schema.TABLES t \
+                 LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
+                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
+                (info.schema.as_str(), info.table.as_str()),
+            )
+            .await?;
+        if let Some((Some(engine), Some(transactions))) = engine {
+            if transactions.eq_ignore_ascii_case("NO") {
+                table.non_transactional = Some(engine);
+            }
+        }
         if table.shape.primary_key.is_some() {
             let obstacles: Option<i64> = conn
                 .exec_first(

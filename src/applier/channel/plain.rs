@@ -83,6 +83,9 @@ impl Channel {
                         continue;
                     }
                     let table = self.replica_table(txn, epoch, info).await?;
+                    if let Some(engine) = &table.non_transactional {
+                        self.non_transactional_change(&info.schema, &info.table, engine);
+                    }
                     let fk_off = rows.foreign_key_checks_off();
                     if fk_off {
                         self.exec_text("SET foreign_key_checks = 0", Some((txn, epoch)))

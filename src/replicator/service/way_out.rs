@@ -80,7 +80,9 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
         }),
         RunError::Apply(SchedulerError::Apply(e))
             if e.message
-                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX) =>
+                .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX)
+                || e.message
+                    .starts_with(crate::applier::channel::NOT_RUN_AGAIN_PREFIX) =>
         {
             None
         }

@@ -1,0 +1,98 @@
+//! Transactions that change a non-transactional table (shared/DESIGN.md
+//! §4): MyISAM, Aria, MEMORY, CSV and any engine whose
+//! `information_schema.ENGINES.TRANSACTIONS` is `NO`, read from the
+//! replica ([`crate::applier::table::ReplicaTable::non_transactional`]).
+//!
+//! A rollback does not undo such a change, so:
+//! - such a transaction is applied in a block of its own (the channel
+//!   never groups it with others: a retry of the block would repeat it);
+//! - it goes statement by statement (never the batched path, whose
+//!   failure is followed by a statement-at-a-time run of the same block);
+//! - once a statement on such a table was sent, nothing runs the
+//!   transaction again on its own: an error after it (a lock wait on its
+//!   InnoDB part, a lost connection whose restart row says "not
+//!   committed", a duplicate key) stops the service naming the seqno, the
+//!   table and its engine, as native replication stops instead of
+//!   retrying such a group. A failure before any such statement ran is
+//!   retried as usual.
+
+use super::Channel;
+use crate::applier::error::ApplyError;
+use crate::event::{Change, Transaction};
+
+/// The start of the message of an error after a non-transactional change
+/// ran: the message says what to do (the way out adds nothing).
+pub const NOT_RUN_AGAIN_PREFIX: &str = "not run again: seqno ";
+
+/// A non-transactional table a statement was sent to in the attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Ran {
+    /// `schema.table`.
+    pub(super) table: String,
+    /// Its engine.
+    pub(super) engine: String,
+}
+
+impl Channel {
+    /// Whether `txn` changes a table of the replica that is not
+    /// transactional (module doc); a table the channel cannot look up now
+    /// counts as one (alone is always safe).
+    pub(super) async fn touches_non_transactional(&mut self, txn: &Transaction) -> bool {
+        self.refresh_tables();
+        for change in &txn.changes {
+            let Change::Rows(rows) = change else {
+                continue;
+            };
+            let info = txn.table_of(rows);
+            if crate::shard::is_catalog_table(&info.schema, &info.table) {
+                continue;
+            }
+            match self.tables.lookup(&mut self.conn, info).await {
+                Ok(table) if table.non_transactional.is_none() => {}
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    /// Notes that a statement is about to change `schema.table` of
+    /// `engine`, which is not transactional (module doc).
+    pub(super) fn non_transactional_change(&mut self, schema: &str, table: &str, engine: &str) {
+        if self.non_transactional_ran.is_none() {
+            self.non_transactional_ran = Some(Ran {
+                table: format!(
+                    "{}.{}",
+                    crate::mysql::quote_ident(schema),
+                    crate::mysql::quote_ident(table)
+                ),
+                engine: engine.to_string(),
+            });
+        }
+    }
+
+    /// The definite error of transaction `error.seqno` after its change to
+    /// the non-transactional table `ran` ran: `error`, with what happened
+    /// and what to do.
+    pub(super) fn not_run_again(&self, error: ApplyError, ran: &Ran) -> ApplyError {
+        let seqno = error.seqno_number();
+        let cause = if error.code == 0 {
+            error.message.clone()
+        } else {
+            format!("error {}: {}", error.code, error.message)
+        };
+        ApplyError {
+            message: format!(
+                "{NOT_RUN_AGAIN_PREFIX}{seqno} changed {table} (engine {engine}, not \
+                 transactional: a rollback does not undo it) before it failed ({cause}), so \
+                 shardrep does not run it again on its own. Compare {table} with the master's \
+                 and undo on the replica what seqno {seqno} changed there (`shardrepctl log \
+                 list --seqno {seqno}` shows its row changes), then `shardrepctl online` \
+                 applies the transaction whole; or, if the replica already holds all of it, \
+                 `shardrepctl online --skip-seqno {seqno}`",
+                table = ran.table,
+                engine = ran.engine,
+            ),
+            ..error
+        }
+    }
+}
