@@ -25,14 +25,6 @@ use common::service::{
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
-async fn run(sb: &Sandbox, server: Server, sql: &str) {
-    sb.connect(server)
-        .await
-        .query_drop(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
-}
-
 async fn rows(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
     sb.connect(server)
         .await
@@ -72,19 +64,17 @@ async fn server_error_inside_a_batch(compound: bool) {
          CREATE TABLE {q}.t (id INT PRIMARY KEY, u INT NOT NULL, UNIQUE KEY uk_u (u))"
     );
     for server in [Server::Master, TARGET, Server::Replica(1)] {
-        run(sb, server, &ddl).await;
+        sb.exec(server, &ddl).await;
     }
     // The replica's own row: the master's UPDATE to u = 5 collides with it.
-    run(
-        sb,
+    sb.exec(
         TARGET,
         &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.t VALUES (100, 5)"),
     )
     .await;
     let start = master_position(sb).await;
     // Seqno 0: the transaction that fails on the replica; 1: one more.
-    run(
-        sb,
+    sb.exec(
         Server::Master,
         &format!(
             "BEGIN; INSERT INTO {q}.t VALUES (1, 1); INSERT INTO {q}.t VALUES (2, 2); \
@@ -118,8 +108,7 @@ async fn server_error_inside_a_batch(compound: bool) {
     assert_eq!(spec.restart_seqnos(sb).await, [-1]);
 
     // Repaired: everything applied once.
-    run(
-        sb,
+    sb.exec(
         TARGET,
         &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 100"),
     )
@@ -153,7 +142,7 @@ async fn compound_blocks_apply_exactly_and_stop_at_a_divergence() {
          CREATE TABLE {q}.t (id INT PRIMARY KEY, u INT NOT NULL)"
     );
     for server in [Server::Master, TARGET, Server::Replica(1)] {
-        run(sb, server, &ddl).await;
+        sb.exec(server, &ddl).await;
     }
     let start = master_position(sb).await;
     let mut load = format!("INSERT INTO {q}.t SELECT seq, seq FROM {q}.seq_1_to_200;");
@@ -169,7 +158,7 @@ async fn compound_blocks_apply_exactly_and_stop_at_a_divergence() {
             one = lo + 3,
         ));
     }
-    run(sb, Server::Master, &load).await;
+    sb.exec(Server::Master, &load).await;
     let mut spec = ServiceSpec::new("compound", std::slice::from_ref(&schema), &start);
     spec.channels = 2;
     spec.compound_blocks = true;
@@ -185,16 +174,13 @@ async fn compound_blocks_apply_exactly_and_stop_at_a_divergence() {
     );
     // A divergence: the replica lost row 5, which the master updates in
     // the same transaction as row 6.
-    run(
-        sb,
+    sb.exec(
         TARGET,
         &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.t WHERE id = 5"),
     )
     .await;
     let before = rows(sb, TARGET, &schema).await;
-    run(
-        sb,
-        Server::Master,
+    sb.exec(Server::Master,
         &format!("BEGIN; UPDATE {q}.t SET u = 77 WHERE id = 6; UPDATE {q}.t SET u = 55 WHERE id = 5; COMMIT"),
     )
     .await;

@@ -20,14 +20,6 @@ use common::service::{
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
-async fn run(sb: &Sandbox, server: Server, sql: &str) {
-    sb.connect(server)
-        .await
-        .query_drop(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
-}
-
 /// `schema` with a keyless MyISAM table `mi` and InnoDB tables `inn` (row
 /// 1) and `inn2`, on the master and both replicas, not binlogged.
 async fn create_everywhere(sb: &Sandbox, schema: &str) {
@@ -40,7 +32,7 @@ async fn create_everywhere(sb: &Sandbox, schema: &str) {
          INSERT INTO {q}.inn VALUES (1, 0)"
     );
     for server in [Server::Master, TARGET, Server::Replica(1)] {
-        run(sb, server, &ddl).await;
+        sb.exec(server, &ddl).await;
     }
 }
 
@@ -80,8 +72,7 @@ async fn a_retried_block_never_repeats_a_myisam_change() {
         .await
         .unwrap();
     let start = master_position(sb).await;
-    run(
-        sb,
+    sb.exec(
         Server::Master,
         &format!("INSERT INTO {q}.mi VALUES (1); UPDATE {q}.inn SET v = v + 1 WHERE id = 1"),
     )
@@ -145,8 +136,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
     let schema = unique_schema("nontx_stop");
     let q = quote_ident(&schema);
     create_everywhere(sb, &schema).await;
-    run(
-        sb,
+    sb.exec(
         TARGET,
         &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn2 VALUES (5)"),
     )
@@ -154,8 +144,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
     // The master's trigger puts the MyISAM row and the InnoDB row in one
     // binlog group (a MyISAM change of its own is logged as a group of
     // its own); the replica has no trigger.
-    run(
-        sb,
+    sb.exec(
         Server::Master,
         &format!(
             "SET SESSION sql_log_bin = 0; CREATE TRIGGER {q}.mi_ai AFTER INSERT ON {q}.mi \
@@ -164,12 +153,8 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
     )
     .await;
     let start = master_position(sb).await;
-    run(
-        sb,
-        Server::Master,
-        &format!("INSERT INTO {q}.mi VALUES (5)"),
-    )
-    .await;
+    sb.exec(Server::Master, &format!("INSERT INTO {q}.mi VALUES (5)"))
+        .await;
     for compound in [false, true] {
         let mut spec = ServiceSpec::new("nontx_stop", std::slice::from_ref(&schema), &start);
         spec.channels = 2;
@@ -203,8 +188,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
             .unwrap();
         assert_eq!(rows, [5], "compound {compound}");
         // The way out as printed: undo the MyISAM change.
-        run(
-            sb,
+        sb.exec(
             TARGET,
             &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.mi"),
         )
@@ -215,8 +199,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
             continue;
         }
         // ... fix the divergence, then online: applied whole.
-        run(
-            sb,
+        sb.exec(
             TARGET,
             &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.inn2 WHERE id = 5"),
         )

@@ -24,14 +24,6 @@ use common::service::{
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
-async fn run(sb: &Sandbox, server: Server, sql: &str) {
-    sb.connect(server)
-        .await
-        .query_drop(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
-}
-
 /// Creates `schema` with `tables` (their column lists) on the master and
 /// both replicas, not binlogged.
 async fn create_everywhere(sb: &Sandbox, schema: &str, tables: &[(&str, &str)]) {
@@ -41,7 +33,7 @@ async fn create_everywhere(sb: &Sandbox, schema: &str, tables: &[(&str, &str)]) 
         ddl.push_str(&format!("CREATE TABLE {q}.{table} ({columns});"));
     }
     for server in [Server::Master, TARGET, Server::Replica(1)] {
-        run(sb, server, &ddl).await;
+        sb.exec(server, &ddl).await;
     }
 }
 
@@ -142,7 +134,7 @@ async fn lost_replies(parallelism: &'static str, compound: bool) {
         let before = status(&spec);
         let lost_before = proxy.lost_replies();
         proxy.lose_commit_replies(true);
-        run(sb, Server::Master, sql).await;
+        sb.exec(Server::Master, sql).await;
         let after = wait_applied_to_master(sb, &spec).await;
         proxy.lose_commit_replies(false);
         assert!(
@@ -212,8 +204,7 @@ async fn kills_of_the_apply_sessions_during_a_catch_up_leave_the_replica_equal()
         ],
     )
     .await;
-    run(
-        sb,
+    sb.exec(
         Server::Master,
         &format!(
             "SET SESSION sql_log_bin = 0; INSERT INTO {q}.pk SELECT seq, 0 FROM {q}.seq_0_to_99"
@@ -221,8 +212,7 @@ async fn kills_of_the_apply_sessions_during_a_catch_up_leave_the_replica_equal()
     )
     .await;
     for server in [TARGET, Server::Replica(1)] {
-        run(
-            sb,
+        sb.exec(
             server,
             &format!(
                 "SET SESSION sql_log_bin = 0; INSERT INTO {q}.pk SELECT seq, 0 FROM {q}.seq_0_to_99"

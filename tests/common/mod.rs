@@ -158,6 +158,16 @@ impl Sandbox {
             .into()
     }
 
+    /// Runs `sql` (one statement or several, `;`-separated) on `server` on
+    /// a connection of its own; panics naming the server and the SQL.
+    pub async fn exec(&self, server: Server, sql: &str) {
+        self.connect(server)
+            .await
+            .query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
+    }
+
     /// A new connection to `server`; panics naming the server when it fails.
     pub async fn connect(&self, server: Server) -> Conn {
         Conn::new(self.opts(server))
