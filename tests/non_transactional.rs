@@ -81,6 +81,7 @@ async fn a_retried_block_never_repeats_a_myisam_change() {
     let mut spec = ServiceSpec::new("nontx_retry", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
     spec.retry_max_attempts = 1000;
+    let _catalog = spec.drop_catalog_on_panic(sb);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     // The update has met the lock (and been retried) at least twice.
@@ -159,6 +160,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
         let mut spec = ServiceSpec::new("nontx_stop", std::slice::from_ref(&schema), &start);
         spec.channels = 2;
         spec.compound_blocks = compound;
+        let _catalog = spec.drop_catalog_on_panic(sb);
         let mut process = spec.spawn(sb, false);
         wait_for_socket(&spec, &mut process);
         ctl_ok(

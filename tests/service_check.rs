@@ -52,6 +52,7 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
         .await
         .unwrap();
     let spec = ServiceSpec::new("svccheck", std::slice::from_ref(&schema), &start);
+    let _catalog = spec.drop_catalog_on_panic(sb);
     let service = blocking(|| Service::new(spec.config(sb), false));
 
     // Offline: refused, with the reason.
@@ -171,7 +172,13 @@ async fn a_check_under_load_finds_no_false_difference_and_names_a_real_one() {
     assert!(churned > 0);
     assert_eq!(under_load.error, None);
     assert_eq!(under_load.state, CheckState::Identical, "{under_load:?}");
-    assert_eq!((under_load.tables, under_load.tables_done), (2, 2));
+    // a and b; and a churned table when the master's listing met one
+    // between its CREATE and DROP (on a loaded machine the pair can take
+    // long enough): compared too, and never a difference.
+    assert!(
+        matches!((under_load.tables, under_load.tables_done), (2, 2) | (3, 3)),
+        "{under_load:?}"
+    );
     assert_eq!(under_load.rows, 5000);
     assert!(under_load.found.is_empty());
     assert!(

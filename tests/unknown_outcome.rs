@@ -91,6 +91,7 @@ async fn lost_replies(parallelism: &'static str, compound: bool) {
     spec.parallelism = parallelism;
     spec.compound_blocks = compound;
     spec.replica_port = Some(proxy.port());
+    let _catalog = spec.drop_catalog_on_panic(sb);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(

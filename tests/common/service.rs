@@ -328,6 +328,42 @@ socket = "{socket}"
     }
 }
 
+/// Drops a service's catalog on [`TARGET`] when the test panics while it
+/// is held, so that one failed test does not refuse every later takeover
+/// of replica 2 in the run ("already applied by another shardrep
+/// service"). Synchronous (the sandbox's client over its socket), as a
+/// `Drop` must be.
+pub struct CatalogGuard {
+    catalog: String,
+    root: PathBuf,
+}
+
+impl Drop for CatalogGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = Command::new(self.root.join("scripts/sandbox.sh"))
+                .args(["sql", &TARGET.name(), "-e"])
+                .arg(format!(
+                    "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+                    quote_ident(&self.catalog)
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl ServiceSpec {
+    /// A [`CatalogGuard`] for this service's catalog.
+    pub fn drop_catalog_on_panic(&self, sb: &Sandbox) -> CatalogGuard {
+        CatalogGuard {
+            catalog: self.catalog(),
+            root: sb.root.clone(),
+        }
+    }
+}
+
 /// A running `shardrep` process.
 pub struct ShardrepProcess {
     /// The child.
