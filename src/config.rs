@@ -220,6 +220,11 @@ pub struct ServiceConfig {
     pub name: String,
     /// `role`: `"applier"` (default) or `"extractor"`.
     pub role: Role,
+    /// `stop_grace_ms`: after SIGTERM or SIGINT, how long a clean stop
+    /// that open temporary tables of master sessions refuse is tried
+    /// again before the service stops at once, losing them (as `offline
+    /// --immediate`); a second signal stops at once. Default 60000.
+    pub stop_grace_ms: u64,
 }
 
 /// `[source]`.

@@ -402,3 +402,87 @@ async fn takeover_waits_for_native_temporary_tables() {
     drop_everywhere(sb, &[a]).await;
     spec.remove(sb).await;
 }
+
+// SIGTERM while a master session holds a temporary table (MIXED): the
+// clean stop is refused (it would lose the table), the log says so and
+// names it, and after `[service] stop_grace_ms` the service stops at once
+// and exits. With a long grace period, a second SIGTERM stops it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_an_open_temporary_table_ends_after_the_grace_period_or_a_second_signal() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    for (grace_ms, second_signal) in [(2_000, false), (600_000, true)] {
+        stop_target_slave(sb).await;
+        let a = unique_schema("sigterm_tmp");
+        let q = quote_ident(&a);
+        let start = master_position(sb).await;
+        let mut m = sb.connect(Server::Master).await;
+        run(
+            &mut m,
+            &format!("CREATE DATABASE {q}; CREATE TABLE {q}.r (id INT PRIMARY KEY, v VARCHAR(20))"),
+        )
+        .await;
+        let mut spec = ServiceSpec::new("sigterm_tmp", std::slice::from_ref(&a), &start);
+        spec.stop_grace_ms = Some(grace_ms);
+        let _catalog = spec.drop_catalog_on_panic(sb);
+        let mut process = spec.spawn(sb, false);
+        wait_for_socket(&spec, &mut process);
+        ctl_ok(
+            &spec,
+            &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
+        );
+        let (mut session, _) = master_session(sb, "MIXED", &a).await;
+        run(
+            &mut session,
+            "CREATE TEMPORARY TABLE tmp (id INT PRIMARY KEY)",
+        )
+        .await;
+        run(&mut session, "INSERT INTO tmp VALUES (1), (2)").await;
+        run(&mut session, "INSERT INTO r SELECT id, 'from tmp' FROM tmp").await;
+        wait_open_temp_tables(&spec, 1).await;
+
+        process.signal_term();
+        if second_signal {
+            common::wait_until(
+                "the refused clean stop in the log",
+                Duration::from_secs(60),
+                || async {
+                    process
+                        .log_text()
+                        .contains("the clean stop is refused")
+                        .then_some(())
+                },
+            )
+            .await
+            .unwrap();
+            process.signal_term();
+        }
+        // Bounded: the grace period (2 s), or the second signal (the
+        // grace period of 10 minutes is far away).
+        let exited = process.wait_exit(Duration::from_secs(120));
+        let log = process.log_text();
+        assert_eq!(exited, Some(true), "shardrep still runs or failed:\n{log}");
+        assert!(log.contains("the clean stop is refused"), "{log}");
+        assert!(
+            log.contains("offline refused: 1 temporary table(s)"),
+            "{log}"
+        );
+        if second_signal {
+            assert!(
+                log.contains("second stop request: stopping at once"),
+                "{log}"
+            );
+        } else {
+            assert!(
+                log.contains("stopping at once; the temporary tables named above are lost"),
+                "{log}"
+            );
+        }
+        // What was applied before the stop is there.
+        assert_table_equal(sb, Server::Master, TARGET, &a, "r").await;
+        run(&mut session, "DROP TEMPORARY TABLE tmp").await;
+        drop(session);
+        drop_everywhere(sb, std::slice::from_ref(&a)).await;
+        spec.remove(sb).await;
+    }
+}

@@ -699,11 +699,12 @@ fn run_service(
 ) -> anyhow::Result<()> {
     use shardrep::control::{ControlServer, ServiceHandler};
     use shardrep::replicator::service::Service;
-    use shardrep::replicator::state::State;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
     let cfg = Config::load(&config)?;
-    let stop = Arc::new(AtomicBool::new(false));
+    // Signals received (SIGTERM, SIGINT): the first asks for a clean
+    // stop, the second for an immediate one.
+    let stop = Arc::new(AtomicU32::new(0));
     {
         let stop = stop.clone();
         std::thread::Builder::new()
@@ -717,12 +718,19 @@ fn run_service(
                     let mut term =
                         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                             .expect("SIGTERM handler");
-                    tokio::select! {
-                        _ = term.recv() => {}
-                        _ = tokio::signal::ctrl_c() => {}
+                    loop {
+                        tokio::select! {
+                            _ = term.recv() => {}
+                            _ = tokio::signal::ctrl_c() => {}
+                        }
+                        if stop.fetch_add(1, Ordering::AcqRel) == 0 {
+                            tracing::info!("stop requested: stopping every channel at one seqno");
+                        } else {
+                            tracing::warn!(
+                                "second stop request: stopping at once (as offline --immediate)"
+                            );
+                        }
                     }
-                    tracing::info!("stop requested: stopping every channel at one seqno");
-                    stop.store(true, Ordering::Release);
                 });
             })
             .context("start the signal thread")?;
@@ -778,12 +786,10 @@ fn run_service(
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     // Until a signal, or (with --until-idle) the end of the run.
+    let mut stopping = SignalStop::new(std::time::Duration::from_millis(cfg.service.stop_grace_ms));
     loop {
-        if stop.load(Ordering::Acquire) {
-            let state = service.state();
-            if matches!(state, State::Online | State::GoingOnlineSynchronizing) {
-                let _ = service.go_offline(false, None);
-            }
+        let signals = stop.load(Ordering::Acquire);
+        if signals > 0 && stopping.step(&service, signals) {
             service.wait_until_stopped();
             break;
         }
@@ -800,13 +806,87 @@ fn run_service(
     // With --until-idle the run's own end is the outcome; a stop asked
     // for by a signal is a clean exit (the error is in the log and was in
     // status).
-    if until_idle && !stop.load(Ordering::Acquire) {
+    if until_idle && stop.load(Ordering::Acquire) == 0 {
         if let Some(error) = service.last_error() {
             return Err(RunFailed(error).into());
         }
     }
     println!("{}", summary(&status, service.last_handback().as_ref()));
     Ok(())
+}
+
+/// How `shardrep run` stops on SIGTERM/SIGINT: a clean offline; while
+/// open temporary tables of master sessions refuse it, tried again until
+/// `grace` has passed since the first signal, then an immediate offline
+/// (losing them, as the log says); a second signal goes immediate at once.
+struct SignalStop {
+    grace: std::time::Duration,
+    /// When the first refused clean stop was met.
+    refused_since: Option<std::time::Instant>,
+    /// When the clean stop was last tried.
+    last_try: Option<std::time::Instant>,
+    immediate: bool,
+}
+
+impl SignalStop {
+    fn new(grace: std::time::Duration) -> SignalStop {
+        SignalStop {
+            grace,
+            refused_since: None,
+            last_try: None,
+            immediate: false,
+        }
+    }
+
+    /// One step after `signals` signals; true once the service has
+    /// stopped (or was not running).
+    fn step(&mut self, service: &shardrep::replicator::service::Service, signals: u32) -> bool {
+        use shardrep::replicator::state::State;
+        let state = service.state();
+        if state.is_offline() {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        let out_of_grace = self
+            .refused_since
+            .is_some_and(|since| now.duration_since(since) >= self.grace);
+        if !self.immediate && (signals > 1 || out_of_grace) {
+            self.immediate = true;
+            if out_of_grace && signals == 1 {
+                tracing::warn!(
+                    grace_ms = self.grace.as_millis() as u64,
+                    "the clean stop was refused for the whole grace period ([service] \
+                     stop_grace_ms): stopping at once; the temporary tables named above are lost"
+                );
+            }
+            let _ = service.go_offline(true, None);
+            return false;
+        }
+        if self.immediate || !matches!(state, State::Online | State::GoingOnlineSynchronizing) {
+            return false; // under way (GOING-OFFLINE)
+        }
+        // A clean stop, tried again every second while refused.
+        if self
+            .last_try
+            .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.last_try = Some(now);
+        if let Err(e) = service.go_offline(false, None) {
+            if self.refused_since.is_none() {
+                self.refused_since = Some(now);
+                tracing::warn!(
+                    error = %e,
+                    grace_ms = self.grace.as_millis() as u64,
+                    "the clean stop is refused; trying again until the grace period ([service] \
+                     stop_grace_ms) ends, then stopping at once, losing the temporary tables \
+                     named; a second SIGTERM stops at once"
+                );
+            }
+        }
+        false
+    }
 }
 
 /// The line `shardrep run` prints when it ends: the state, the applied

@@ -92,6 +92,11 @@ pub const SOURCE_HEARTBEAT_PERIOD_MS: IntKey<u64> = IntKey::new(
     1000,
     Bounds::new(1, 4_294_967_000),
 );
+/// `service.stop_grace_ms`: how long SIGTERM/SIGINT wait for a clean stop
+/// that open temporary tables of master sessions refuse, before the
+/// service stops at once (losing them).
+pub const SERVICE_STOP_GRACE_MS: IntKey<u64> =
+    IntKey::new("service.stop_grace_ms", 60_000, POSITIVE);
 /// `source.connect_timeout_ms`.
 pub const SOURCE_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
     "source.connect_timeout_ms",

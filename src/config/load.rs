@@ -264,6 +264,7 @@ impl<'a> Builder<'a> {
         ServiceConfig {
             name: self.required("service.name", raw.name),
             role: self.choice("service.role", raw.role, Role::default(), &Role::ALL),
+            stop_grace_ms: self.int(&defaults::SERVICE_STOP_GRACE_MS, raw.stop_grace_ms),
         }
     }
 

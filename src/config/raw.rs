@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
 pub(super) struct RawService {
     pub(super) name: Option<String>,
     pub(super) role: Option<String>,
+    pub(super) stop_grace_ms: Option<Int>,
 }
 
 /// `[source]` as written, the keys of both kinds.

@@ -80,6 +80,7 @@ fn minimal_config_and_its_defaults() {
         service: ServiceConfig {
             name: "sjc".into(),
             role: Role::Applier,
+            stop_grace_ms: 60_000,
         },
         source: SourceConfig {
             endpoint: SourceEndpoint::Live(LiveSourceConfig {

@@ -67,6 +67,8 @@ pub struct ServiceSpec {
     /// The replica's TCP port, when not [`TARGET`]'s own (a proxy in
     /// front of it).
     pub replica_port: Option<u16>,
+    /// `[service] stop_grace_ms` (default: the product's).
+    pub stop_grace_ms: Option<u64>,
     /// `block_commit_interval_ms`.
     pub block_interval_ms: u64,
     /// `[apply] parallelism`: `"shard"` or `"row"` (default `"row"`, the
@@ -110,6 +112,7 @@ impl ServiceSpec {
             retry_max_attempts: 10,
             replica_socket: false,
             replica_port: None,
+            stop_grace_ms: None,
             block_interval_ms: 0,
             parallelism: "row",
             replica_password: None,
@@ -143,6 +146,7 @@ impl ServiceSpec {
             r#"
 [service]
 name = "{service}"
+{stop_grace}
 [source]
 kind = "live"
 host = "{host}"
@@ -177,6 +181,9 @@ socket = "{socket}"
 {extra}
 "#,
             extra = self.extra_toml,
+            stop_grace = self
+                .stop_grace_ms
+                .map_or_else(String::new, |ms| format!("stop_grace_ms = {ms}")),
             service = self.service,
             host = sb.host,
             master_port = sb.port(Server::Master),
@@ -406,6 +413,31 @@ impl ShardrepProcess {
     /// Waits for it to exit by itself; returns whether it exited 0.
     pub fn wait(mut self) -> bool {
         self.child.wait().expect("wait for shardrep").success()
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn signal_term(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    /// Waits for it to exit, at most `deadline`; returns whether it exited
+    /// 0, or `None` if it still runs then.
+    pub fn wait_exit(&mut self, deadline: std::time::Duration) -> Option<bool> {
+        let end = std::time::Instant::now() + deadline;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status.success());
+            }
+            if std::time::Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Whether it is still running.
