@@ -133,6 +133,39 @@ pub fn restart_add_committed_set(catalog: &str) -> String {
     )
 }
 
+/// Adds `session_id` and `session_server_started` to a restart table
+/// created before them: the replica session a channel last opened (its
+/// connection id) and the server's start then (Unix seconds), so that the
+/// next run ends that session before it reads the rows (a session of a
+/// killed shardrep can still be running a block that ends with its
+/// COMMIT).
+pub fn restart_add_session(catalog: &str) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN IF NOT EXISTS session_id BIGINT NULL, \
+         ADD COLUMN IF NOT EXISTS session_server_started BIGINT NULL",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
+/// Records a channel's session. Parameters: `session_id`,
+/// `session_server_started`, `channel`.
+pub fn restart_record_session(catalog: &str) -> String {
+    format!(
+        "UPDATE {} SET session_id = ?, session_server_started = ? WHERE channel = ?",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
+/// The sessions the channels recorded: `channel, session_id,
+/// session_server_started`.
+pub fn restart_select_sessions(catalog: &str) -> String {
+    format!(
+        "SELECT channel, session_id, session_server_started FROM {} \
+         WHERE session_id IS NOT NULL ORDER BY channel",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
 /// Every restart row, by channel: `channel, seqno, epoch, event_id, gtid,
 /// shard_id, low_water, committed_above`.
 pub fn restart_select(catalog: &str) -> String {

@@ -218,3 +218,98 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
     }
     drop_everywhere(sb, &[schema]).await;
 }
+
+// A statement-format transaction (no row events to look tables up by):
+// an InnoDB update, a MyISAM insert, then an InnoDB update of a row the
+// replica's own session holds past a 1 s `innodb_lock_wait_timeout`. The
+// replica's ROLLBACK warns that a non-transactional change stays (1196):
+// the service stops naming the seqno instead of retrying (a retry
+// inserted the MyISAM row once per attempt), and the printed way out ends
+// equal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_format_myisam_change_is_not_retried() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("nontx_stmt");
+    let q = quote_ident(&schema);
+    create_everywhere(sb, &schema).await;
+    sb.exec(
+        Server::Master,
+        &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn VALUES (50, 0)"),
+    )
+    .await;
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn VALUES (50, 0)"),
+    )
+    .await;
+    let mut replica = sb.connect(TARGET).await;
+    let timeout: u64 = replica
+        .query_first("SELECT @@GLOBAL.innodb_lock_wait_timeout")
+        .await
+        .unwrap()
+        .unwrap();
+    replica
+        .query_drop("SET GLOBAL innodb_lock_wait_timeout = 1")
+        .await
+        .unwrap();
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "BEGIN; SELECT * FROM {q}.inn WHERE id = 50 FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let start = master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!(
+            "SET SESSION binlog_format = 'STATEMENT'; BEGIN; \
+             UPDATE {q}.inn SET v = v + 1 WHERE id = 1; INSERT INTO {q}.mi VALUES (778); \
+             UPDATE {q}.inn SET v = v + 1 WHERE id = 50; COMMIT"
+        ),
+    )
+    .await;
+    let mut spec = ServiceSpec::new("nontx_stmt", std::slice::from_ref(&schema), &start);
+    spec.channels = 1;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    replica
+        .query_drop(format!("SET GLOBAL innodb_lock_wait_timeout = {timeout}"))
+        .await
+        .unwrap();
+    let s = status(&spec);
+    let error = s["pendingError"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error.contains("not run again: seqno 0 changed a table that is not transactional"),
+        "{s}"
+    );
+    assert!(error.contains("error 1205"), "{s}");
+    let rows: Vec<i32> = replica
+        .query(format!("SELECT v FROM {q}.mi"))
+        .await
+        .unwrap();
+    assert_eq!(rows, [778], "the MyISAM row once");
+    // The way out: undo the MyISAM change, then online (lock released).
+    holder.query_drop("ROLLBACK").await.unwrap();
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DELETE FROM {q}.mi"),
+    )
+    .await;
+    ctl_ok(&spec, &["online"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    for table in ["mi", "inn"] {
+        assert_table_equal(sb, Server::Master, TARGET, &schema, table).await;
+    }
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}

@@ -336,3 +336,106 @@ async fn kills_of_the_apply_sessions_during_a_catch_up_leave_the_replica_equal()
 /// The tests of this file one at a time: each service reads the whole
 /// master binlog, the other's load included.
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+// A `kill -9` of shardrep while a block waits for a row lock on the
+// replica: the dead process's session stays on the replica, still running
+// its block, which ends with its COMMIT. The next run ends that session
+// before it reads the restart rows (the channels record their sessions),
+// so the block commits once: the keyless row is on the replica once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_while_a_block_waits_for_a_lock_applies_it_once() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("kill9_lock");
+    let q = quote_ident(&schema);
+    create_everywhere(
+        sb,
+        &schema,
+        &[
+            ("nk", "v INT"),
+            ("pk", "id INT PRIMARY KEY, v INT NOT NULL"),
+        ],
+    )
+    .await;
+    for server in [Server::Master, TARGET, Server::Replica(1)] {
+        sb.exec(
+            server,
+            &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.pk VALUES (5, 0)"),
+        )
+        .await;
+    }
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "BEGIN; SELECT * FROM {q}.pk WHERE id = 5 FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let start = master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!(
+            "BEGIN; INSERT INTO {q}.nk VALUES (999); UPDATE {q}.pk SET v = v + 1000 WHERE id = 5; \
+             COMMIT"
+        ),
+    )
+    .await;
+    let spec = ServiceSpec::new("kill9_lock", std::slice::from_ref(&schema), &start);
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    // The block is on the replica, waiting for the lock.
+    let waiting = format!(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{}%pk%' \
+         AND ID <> CONNECTION_ID()",
+        schema
+    );
+    let orphan: u64 = common::wait_until("the block waiting", Duration::from_secs(60), || {
+        let waiting = waiting.clone();
+        async move {
+            let mut admin = sb.connect(TARGET).await;
+            admin.query_first(waiting).await.ok().flatten()
+        }
+    })
+    .await
+    .unwrap();
+    process.kill();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    // The new run ended the dead process's session before it read the
+    // restart rows, so before it is ONLINE (without that, the session
+    // would still wait for the lock here, and commit its block once the
+    // lock goes: the keyless row twice).
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    let there: Option<u64> = sb
+        .connect(TARGET)
+        .await
+        .query_first(format!(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = {orphan}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(there, None, "the dead process's session is still there");
+    holder.query_drop("ROLLBACK").await.unwrap();
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(
+        assert_table_equal(sb, Server::Master, TARGET, &schema, "nk")
+            .await
+            .len(),
+        1
+    );
+    assert_table_equal(sb, Server::Master, TARGET, &schema, "pk").await;
+    let log = process.log_text();
+    assert!(
+        log.contains("the replica still runs an old session of this service; killing it"),
+        "{log}"
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}

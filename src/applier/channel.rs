@@ -63,10 +63,11 @@ mod plain;
 mod restart_row;
 mod xa;
 
+use crate::applier::session::SessionId;
 use batch::rows_only;
 pub use batch::BATCH_BYTES;
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
-use outcome::{records, seqno_span, SessionId};
+use outcome::{records, seqno_span};
 
 /// One attempt at a statement or block: the error carries the driver's
 /// error when there is one (for [`classify`]).
@@ -375,6 +376,27 @@ async fn open_session(settings: &ChannelSettings) -> Result<(Conn, SessionId), m
     Ok((conn, session))
 }
 
+/// Records `session` as channel `settings.channel`'s in its restart row
+/// (not binlogged), so that the next run ends it if a `kill -9` leaves it
+/// running ([`crate::catalog::restart_add_session`]).
+async fn record_session(
+    conn: &mut Conn,
+    settings: &ChannelSettings,
+    session: SessionId,
+) -> Result<(), mysql_async::Error> {
+    conn.query_drop("SET SESSION sql_log_bin = 0").await?;
+    conn.exec_drop(
+        crate::catalog::restart_record_session(&settings.catalog),
+        (session.id, session.server_started, settings.channel.get()),
+    )
+    .await?;
+    conn.query_drop(format!(
+        "SET SESSION sql_log_bin = {}",
+        u8::from(settings.sql_log_bin)
+    ))
+    .await
+}
+
 /// What a channel reads when it starts: its session, a DDL transaction
 /// marked started and not recorded ([`restart::pending_ddl`]), and whether
 /// the server runs compound statements (MariaDB 10.1.1 and later).
@@ -412,6 +434,12 @@ async fn first_session(
             ));
         }
     };
+    record_session(&mut conn, settings, session)
+        .await
+        .map_err(|e| {
+            let report = connect_error(channel, &e);
+            (e, report)
+        })?;
     let version: Option<String> = conn.query_first("SELECT VERSION()").await.map_err(|e| {
         let report = connect_error(channel, &e);
         (e, report)
@@ -535,7 +563,8 @@ impl Channel {
             );
             self.temp_tables.clear();
         }
-        self.end_lost_session(old_session).await
+        self.end_lost_session(old_session).await?;
+        record_session(&mut self.conn, &self.settings, self.session).await
     }
 
     /// The error of statement `sql` failing with `e`; `at` names its
@@ -677,8 +706,8 @@ impl Channel {
                         // The first error is the one whose outcome is
                         // unknown; a failed read keeps it.
                         unknown.get_or_insert(error);
-                    } else {
-                        let _ = self.conn.query_drop("ROLLBACK").await;
+                    } else if let Some(ran) = self.rollback_checked().await {
+                        return Err(self.not_run_again(error, &ran));
                     }
                     tokio::time::sleep(delay).await;
                     if lost {
@@ -696,7 +725,9 @@ impl Channel {
                     }
                 }
                 Err((error, _)) => {
-                    let _ = self.conn.query_drop("ROLLBACK").await;
+                    if let Some(ran) = self.rollback_checked().await {
+                        return Err(self.not_run_again(error, &ran));
+                    }
                     return Err(error);
                 }
             }

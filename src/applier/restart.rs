@@ -325,6 +325,10 @@ pub async fn prepare(
     conn.query_drop(catalog::restart_add_committed_set(catalog))
         .await
         .map_err(sql_err)?;
+    conn.query_drop(catalog::restart_add_session(catalog))
+        .await
+        .map_err(sql_err)?;
+    end_previous_sessions(conn, catalog).await?;
     let mut rows = read(conn, catalog).await?;
     if rows.len() != usize::from(channels) {
         // New rows at one seqno S are exact only when every seqno up to S
@@ -394,6 +398,39 @@ pub async fn prepare(
         });
     }
     Ok(rows)
+}
+
+/// Ends the replica sessions the channels of an earlier run recorded
+/// ([`catalog::restart_add_session`]) if the replica still runs them: a
+/// `kill -9` of shardrep leaves a session that may still commit a block
+/// (one waiting for a lock, then COMMIT) after this run read the rows.
+///
+/// # Errors
+/// [`RestartError::Sql`].
+async fn end_previous_sessions(conn: &mut Conn, catalog: &str) -> Result<(), RestartError> {
+    let sql_err = |source| RestartError::Sql {
+        catalog: catalog.to_string(),
+        cause: source,
+    };
+    let sessions: Vec<(u16, i64, Option<i64>)> = conn
+        .query(catalog::restart_select_sessions(catalog))
+        .await
+        .map_err(sql_err)?;
+    if sessions.is_empty() {
+        return Ok(());
+    }
+    let current = crate::applier::session::SessionId::of(conn).await;
+    for (channel, id, started) in sessions {
+        let Ok(id) = u32::try_from(id) else { continue };
+        let old = crate::applier::session::SessionId {
+            id,
+            server_started: started,
+        };
+        crate::applier::session::end_session(conn, current, old, &format!("channel {channel}"))
+            .await
+            .map_err(sql_err)?;
+    }
+    Ok(())
 }
 
 /// Every restart row, by channel, parsed: this is where the stored text

@@ -2,7 +2,10 @@
 //! the transactions it applies ([`Origin`], `replica.preserve_origin`) and
 //! the session context a logged statement ran with ([`session_setup`]).
 
-use mysql_async::Value as Param;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Value as Param};
 
 use crate::event::{SessionContext, Transaction, UserVarValue};
 use crate::mysql::quote_ident;
@@ -139,4 +142,132 @@ pub fn restore_statement(in_session: bool) -> String {
         restore += ", pseudo_thread_id = 0";
     }
     restore
+}
+
+/// How long a killed session may take to end before the channel gives up
+/// (a definite error: its transaction could still commit).
+const LOST_SESSION_END: Duration = Duration::from_secs(60);
+
+/// The replica session a channel last used: its connection id and the
+/// server's start time as that connection saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionId {
+    /// `CONNECTION_ID()` (the handshake's connection id).
+    pub id: u32,
+    /// The server's start, Unix seconds (`UNIX_TIMESTAMP()` minus status
+    /// `Uptime`); `None` when it could not be read.
+    pub server_started: Option<i64>,
+}
+
+impl SessionId {
+    /// The session of `conn`: one query, at connect.
+    pub async fn of(conn: &mut Conn) -> SessionId {
+        let started: Option<i64> = conn
+            .query_first(
+                "SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS SIGNED) \
+                 FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'",
+            )
+            .await
+            .ok()
+            .flatten();
+        SessionId {
+            id: conn.id(),
+            server_started: started,
+        }
+    }
+
+    /// Whether `other` is a session of the same run of the server (start
+    /// times within 2 s: `Uptime` counts whole seconds).
+    pub fn same_server(&self, other: &SessionId) -> bool {
+        matches!(
+            (self.server_started, other.server_started),
+            (Some(a), Some(b)) if (a - b).abs() <= 2
+        )
+    }
+}
+
+/// Ends session `lost` if the server still runs it, from `conn` (whose
+/// session is `current`): looks it up in `information_schema.PROCESSLIST`
+/// under the same user, `KILL CONNECTION`s it (any user may end its own
+/// sessions) and waits until the server has ended it, so that nothing
+/// sent on it (a block that ends with its COMMIT) can commit later. A
+/// server that restarted since (its start time differs) has no such
+/// session and reuses ids: nothing is killed then. `who` names the
+/// session's owner in the log (`channel 3`).
+///
+/// # Errors
+/// A query on `conn` failed (the caller retries), or the session is still
+/// there [`LOST_SESSION_END`] after it was killed.
+pub async fn end_session(
+    conn: &mut Conn,
+    current: SessionId,
+    lost: SessionId,
+    who: &str,
+) -> Result<(), mysql_async::Error> {
+    if !current.same_server(&lost) || current.id == lost.id {
+        return Ok(());
+    }
+    let deadline = Instant::now() + LOST_SESSION_END;
+    let mut killed = false;
+    loop {
+        let there: Option<u32> = conn
+            .exec_first(
+                "SELECT ID FROM information_schema.PROCESSLIST \
+                 WHERE ID = ? AND USER = SUBSTRING_INDEX(USER(), '@', 1)",
+                (lost.id,),
+            )
+            .await?;
+        if there.is_none() {
+            if killed {
+                tracing::info!(
+                    who,
+                    session = lost.id,
+                    "the old session has ended on the replica"
+                );
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(mysql_async::Error::Other(
+                format!(
+                    "session {} of {who} is still on the replica {} s after KILL CONNECTION: its \
+                     transaction could still commit, so it cannot be told whether its block ran",
+                    lost.id,
+                    LOST_SESSION_END.as_secs()
+                )
+                .into(),
+            ));
+        }
+        if !killed {
+            tracing::info!(
+                who,
+                session = lost.id,
+                "the replica still runs an old session of this service; killing it before the \
+                 restart row is read"
+            );
+            // An id that just ended answers 1094 (unknown thread): the
+            // next look finds it gone.
+            let _ = conn
+                .query_drop(format!("KILL CONNECTION {}", lost.id))
+                .await;
+            killed = true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_of_one_server_run_have_start_times_within_two_seconds() {
+        let at = |id, s| SessionId {
+            id,
+            server_started: s,
+        };
+        assert!(at(1, Some(100)).same_server(&at(2, Some(102))));
+        assert!(!at(1, Some(100)).same_server(&at(2, Some(103))));
+        assert!(!at(1, None).same_server(&at(2, Some(100))));
+    }
 }

@@ -15,6 +15,13 @@
 //!   table and its engine, as native replication stops instead of
 //!   retrying such a group. A failure before any such statement ran is
 //!   retried as usual.
+//! - statements (statement or mixed format) name no table the channel
+//!   looks up: the replica's own word decides for them, the warning 1196
+//!   (`ER_WARNING_NOT_COMPLETE_ROLLBACK`, "Some non-transactional changed
+//!   tables couldn't be rolled back") that the block's ROLLBACK answers
+//!   ([`Channel::rollback_checked`]).
+
+use mysql_async::prelude::Queryable;
 
 use super::Channel;
 use crate::applier::error::ApplyError;
@@ -23,6 +30,10 @@ use crate::event::{Change, Transaction};
 /// The start of the message of an error after a non-transactional change
 /// ran: the message says what to do (the way out adds nothing).
 pub const NOT_RUN_AGAIN_PREFIX: &str = "not run again: seqno ";
+
+/// `ER_WARNING_NOT_COMPLETE_ROLLBACK`: a ROLLBACK left changes of
+/// non-transactional tables in place.
+const ER_WARNING_NOT_COMPLETE_ROLLBACK: u16 = 1196;
 
 /// A non-transactional table a statement was sent to in the attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +66,25 @@ impl Channel {
         false
     }
 
+    /// Rolls the open transaction back; returns what the replica said was
+    /// not rolled back (warning 1196), if it did.
+    pub(super) async fn rollback_checked(&mut self) -> Option<Ran> {
+        self.conn.query_drop("ROLLBACK").await.ok()?;
+        if self.conn.get_warnings() == 0 {
+            return None;
+        }
+        let warnings: Vec<(String, u16, String)> = self.conn.query("SHOW WARNINGS").await.ok()?;
+        warnings
+            .iter()
+            .any(|(_, code, _)| *code == ER_WARNING_NOT_COMPLETE_ROLLBACK)
+            .then(|| Ran {
+                table: "a table that is not transactional (the replica's ROLLBACK warned: 1196 \
+                        Some non-transactional changed tables couldn't be rolled back)"
+                    .to_string(),
+                engine: String::new(),
+            })
+    }
+
     /// Notes that a statement is about to change `schema.table` of
     /// `engine`, which is not transactional (module doc).
     pub(super) fn non_transactional_change(&mut self, schema: &str, table: &str, engine: &str) {
@@ -80,17 +110,22 @@ impl Channel {
         } else {
             format!("error {}: {}", error.code, error.message)
         };
+        let changed = if ran.engine.is_empty() {
+            ran.table.clone()
+        } else {
+            format!(
+                "{} (engine {}, not transactional: a rollback does not undo it)",
+                ran.table, ran.engine
+            )
+        };
         ApplyError {
             message: format!(
-                "{NOT_RUN_AGAIN_PREFIX}{seqno} changed {table} (engine {engine}, not \
-                 transactional: a rollback does not undo it) before it failed ({cause}), so \
-                 shardrep does not run it again on its own. Compare {table} with the master's \
-                 and undo on the replica what seqno {seqno} changed there (`shardrepctl log \
-                 list --seqno {seqno}` shows its row changes), then `shardrepctl online` \
-                 applies the transaction whole; or, if the replica already holds all of it, \
-                 `shardrepctl online --skip-seqno {seqno}`",
-                table = ran.table,
-                engine = ran.engine,
+                "{NOT_RUN_AGAIN_PREFIX}{seqno} changed {changed} before it failed ({cause}), so \
+                 shardrep does not run it again on its own. Compare the tables it changes with \
+                 the master's and undo on the replica what seqno {seqno} changed there \
+                 (`shardrepctl log list --seqno {seqno}` shows its changes), then `shardrepctl \
+                 online` applies the transaction whole; or, if the replica already holds all of \
+                 it, `shardrepctl online --skip-seqno {seqno}`"
             ),
             ..error
         }

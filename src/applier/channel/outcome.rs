@@ -15,57 +15,11 @@
 //! (its start time differs) has no such session, and its connection ids
 //! start again, so nothing is killed then.
 
-use std::time::{Duration, Instant};
-
-use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
-
 use super::Channel;
 use crate::applier::error::ApplyError;
 use crate::applier::restart::{self, RestartRow};
+use crate::applier::session::{self, SessionId};
 use crate::position::Seqno;
-
-/// How long a killed session may take to end before the channel gives up
-/// (a definite error: its transaction could still commit).
-const LOST_SESSION_END: Duration = Duration::from_secs(60);
-
-/// The replica session a channel last used: its connection id and the
-/// server's start time as that connection saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SessionId {
-    /// `CONNECTION_ID()` (the handshake's connection id).
-    pub(super) id: u32,
-    /// The server's start, Unix seconds (`UNIX_TIMESTAMP()` minus status
-    /// `Uptime`); `None` when it could not be read.
-    pub(super) server_started: Option<i64>,
-}
-
-impl SessionId {
-    /// The session of `conn`: one query, at connect.
-    pub(super) async fn of(conn: &mut Conn) -> SessionId {
-        let started: Option<i64> = conn
-            .query_first(
-                "SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS SIGNED) \
-                 FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'",
-            )
-            .await
-            .ok()
-            .flatten();
-        SessionId {
-            id: conn.id(),
-            server_started: started,
-        }
-    }
-
-    /// Whether `other` is a session of the same run of the server (start
-    /// times within 2 s: `Uptime` counts whole seconds).
-    fn same_server(&self, other: &SessionId) -> bool {
-        matches!(
-            (self.server_started, other.server_started),
-            (Some(a), Some(b)) if (a - b).abs() <= 2
-        )
-    }
-}
 
 /// Whether `row` records every seqno of `seqnos` as committed: at or
 /// below its low-water mark, or in its committed set.
@@ -85,70 +39,17 @@ pub(super) fn seqno_span(first: Seqno, last: Seqno) -> String {
 
 impl Channel {
     /// Ends session `lost` of this channel if the server still runs it
-    /// (module doc), from the channel's current connection.
+    /// (module doc), from the channel's current connection
+    /// ([`session::end_session`]).
     ///
     /// # Errors
-    /// The processlist cannot be read (a connection error: the caller
-    /// retries), or the session is still there [`LOST_SESSION_END`] after
-    /// it was killed.
+    /// Those of [`session::end_session`].
     pub(super) async fn end_lost_session(
         &mut self,
         lost: SessionId,
     ) -> Result<(), mysql_async::Error> {
-        if !self.session.same_server(&lost) || self.session.id == lost.id {
-            return Ok(());
-        }
-        let deadline = Instant::now() + LOST_SESSION_END;
-        let mut killed = false;
-        loop {
-            let there: Option<u32> = self
-                .conn
-                .exec_first(
-                    "SELECT ID FROM information_schema.PROCESSLIST \
-                     WHERE ID = ? AND USER = SUBSTRING_INDEX(USER(), '@', 1)",
-                    (lost.id,),
-                )
-                .await?;
-            if there.is_none() {
-                if killed {
-                    tracing::info!(
-                        channel = self.settings.channel.get(),
-                        session = lost.id,
-                        "the lost session has ended on the replica"
-                    );
-                }
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(mysql_async::Error::Other(
-                    format!(
-                        "session {} of channel {} is still on the replica {} s after KILL \
-                         CONNECTION: its transaction could still commit, so the channel cannot \
-                         tell whether its block ran",
-                        lost.id,
-                        self.settings.channel,
-                        LOST_SESSION_END.as_secs()
-                    )
-                    .into(),
-                ));
-            }
-            if !killed {
-                tracing::info!(
-                    channel = self.settings.channel.get(),
-                    session = lost.id,
-                    "the replica still runs the session whose connection was lost; killing it \
-                     before reading the restart row"
-                );
-                // An id that just ended answers 1094 (unknown thread):
-                // the next look finds it gone.
-                let _ = self
-                    .conn
-                    .query_drop(format!("KILL CONNECTION {}", lost.id))
-                    .await;
-                killed = true;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let label = format!("channel {}", self.settings.channel);
+        session::end_session(&mut self.conn, self.session, lost, &label).await
     }
 
     /// This channel's restart row as the replica has it now.
@@ -218,16 +119,5 @@ mod tests {
     fn spans_name_one_seqno_or_a_range() {
         assert_eq!(seqno_span(Seqno(3), Seqno(3)), "seqno 3");
         assert_eq!(seqno_span(Seqno(3), Seqno(9)), "seqnos 3..9");
-    }
-
-    #[test]
-    fn sessions_of_one_server_run_have_start_times_within_two_seconds() {
-        let at = |id, s| SessionId {
-            id,
-            server_started: s,
-        };
-        assert!(at(1, Some(100)).same_server(&at(2, Some(102))));
-        assert!(!at(1, Some(100)).same_server(&at(2, Some(103))));
-        assert!(!at(1, None).same_server(&at(2, Some(100))));
     }
 }
