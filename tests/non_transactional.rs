@@ -15,24 +15,34 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    ctl_ok, drop_everywhere, master_position, status, stop_target_slave, wait_applied_to_master,
-    wait_for_socket, ServiceSpec, TARGET,
+    create_everywhere, ctl_ok, drop_everywhere, master_position, set_lock_wait_timeout, status,
+    stop_target_slave, wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
 /// `schema` with a keyless MyISAM table `mi` and InnoDB tables `inn` (row
 /// 1) and `inn2`, on the master and both replicas, not binlogged.
-async fn create_everywhere(sb: &Sandbox, schema: &str) {
+async fn create_tables(sb: &Sandbox, schema: &str) {
+    create_everywhere(
+        sb,
+        schema,
+        &[
+            ("mi", "(v INT) ENGINE = MyISAM"),
+            (
+                "inn",
+                "(id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB",
+            ),
+            ("inn2", "(id INT PRIMARY KEY) ENGINE = InnoDB"),
+        ],
+    )
+    .await;
     let q = quote_ident(schema);
-    let ddl = format!(
-        "SET SESSION sql_log_bin = 0; CREATE DATABASE {q}; \
-         CREATE TABLE {q}.mi (v INT) ENGINE = MyISAM; \
-         CREATE TABLE {q}.inn (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
-         CREATE TABLE {q}.inn2 (id INT PRIMARY KEY) ENGINE = InnoDB; \
-         INSERT INTO {q}.inn VALUES (1, 0)"
-    );
     for server in [Server::Master, TARGET, Server::Replica(1)] {
-        sb.exec(server, &ddl).await;
+        sb.exec(
+            server,
+            &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn VALUES (1, 0)"),
+        )
+        .await;
     }
 }
 
@@ -52,18 +62,9 @@ async fn a_retried_block_never_repeats_a_myisam_change() {
     stop_target_slave(sb).await;
     let schema = unique_schema("nontx_retry");
     let q = quote_ident(&schema);
-    create_everywhere(sb, &schema).await;
-    let mut replica = sb.connect(TARGET).await;
-    let timeout: u64 = replica
-        .query_first("SELECT @@GLOBAL.innodb_lock_wait_timeout")
-        .await
-        .unwrap()
-        .unwrap();
+    create_tables(sb, &schema).await;
     // The channels' sessions take it when they connect.
-    replica
-        .query_drop("SET GLOBAL innodb_lock_wait_timeout = 1")
-        .await
-        .unwrap();
+    let timeout = set_lock_wait_timeout(sb, 1).await;
     let mut holder = sb.connect(TARGET).await;
     holder
         .query_drop(format!(
@@ -102,10 +103,7 @@ async fn a_retried_block_never_repeats_a_myisam_change() {
     .unwrap();
     holder.query_drop("ROLLBACK").await.unwrap();
     let s = wait_applied_to_master(sb, &spec).await;
-    replica
-        .query_drop(format!("SET GLOBAL innodb_lock_wait_timeout = {timeout}"))
-        .await
-        .unwrap();
+    set_lock_wait_timeout(sb, timeout).await;
     assert_eq!(s["state"], "ONLINE", "{s}");
     assert_eq!(s["errorCounts"], Value::Null, "{s}");
     assert_eq!(
@@ -136,7 +134,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
     stop_target_slave(sb).await;
     let schema = unique_schema("nontx_stop");
     let q = quote_ident(&schema);
-    create_everywhere(sb, &schema).await;
+    create_tables(sb, &schema).await;
     sb.exec(
         TARGET,
         &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn2 VALUES (5)"),
@@ -233,7 +231,7 @@ async fn a_statement_format_myisam_change_is_not_retried() {
     stop_target_slave(sb).await;
     let schema = unique_schema("nontx_stmt");
     let q = quote_ident(&schema);
-    create_everywhere(sb, &schema).await;
+    create_tables(sb, &schema).await;
     sb.exec(
         Server::Master,
         &format!("SET SESSION sql_log_bin = 0; INSERT INTO {q}.inn VALUES (50, 0)"),
@@ -245,15 +243,7 @@ async fn a_statement_format_myisam_change_is_not_retried() {
     )
     .await;
     let mut replica = sb.connect(TARGET).await;
-    let timeout: u64 = replica
-        .query_first("SELECT @@GLOBAL.innodb_lock_wait_timeout")
-        .await
-        .unwrap()
-        .unwrap();
-    replica
-        .query_drop("SET GLOBAL innodb_lock_wait_timeout = 1")
-        .await
-        .unwrap();
+    let timeout = set_lock_wait_timeout(sb, 1).await;
     let mut holder = sb.connect(TARGET).await;
     holder
         .query_drop(format!(
@@ -280,10 +270,7 @@ async fn a_statement_format_myisam_change_is_not_retried() {
         &spec,
         &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
     );
-    replica
-        .query_drop(format!("SET GLOBAL innodb_lock_wait_timeout = {timeout}"))
-        .await
-        .unwrap();
+    set_lock_wait_timeout(sb, timeout).await;
     let s = status(&spec);
     let error = s["pendingError"].as_str().unwrap_or_default().to_string();
     assert!(

@@ -19,23 +19,10 @@ use serde_json::Value;
 
 use common::fault_proxy::FaultProxy;
 use common::service::{
-    ctl_ok, drop_everywhere, master_position, status, stop_target_slave, wait_applied_to_master,
-    wait_for_socket, ServiceSpec, TARGET,
+    create_everywhere, ctl_ok, drop_everywhere, master_position, status, stop_target_slave,
+    wait_applied_to_master, wait_for_socket, ServiceSpec, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
-
-/// Creates `schema` with `tables` (their column lists) on the master and
-/// both replicas, not binlogged.
-async fn create_everywhere(sb: &Sandbox, schema: &str, tables: &[(&str, &str)]) {
-    let q = quote_ident(schema);
-    let mut ddl = format!("SET SESSION sql_log_bin = 0; CREATE DATABASE {q};");
-    for (table, columns) in tables {
-        ddl.push_str(&format!("CREATE TABLE {q}.{table} ({columns});"));
-    }
-    for server in [Server::Master, TARGET, Server::Replica(1)] {
-        sb.exec(server, &ddl).await;
-    }
-}
 
 /// A status counter as a number.
 fn count(s: &Value, key: &str) -> u64 {
@@ -79,8 +66,8 @@ async fn lost_replies(parallelism: &'static str, compound: bool) {
         sb,
         &schema,
         &[
-            ("nk", "v INT"),
-            ("pk", "id INT PRIMARY KEY, v INT NOT NULL"),
+            ("nk", "(v INT)"),
+            ("pk", "(id INT PRIMARY KEY, v INT NOT NULL)"),
         ],
     )
     .await;
@@ -198,10 +185,10 @@ async fn kills_of_the_apply_sessions_during_a_catch_up_leave_the_replica_equal()
         sb,
         &schema,
         &[
-            ("nk0", "v INT, w INT"),
-            ("nk1", "v INT, w INT"),
-            ("nk2", "v INT, w INT"),
-            ("pk", "id INT PRIMARY KEY, v INT NOT NULL"),
+            ("nk0", "(v INT, w INT)"),
+            ("nk1", "(v INT, w INT)"),
+            ("nk2", "(v INT, w INT)"),
+            ("pk", "(id INT PRIMARY KEY, v INT NOT NULL)"),
         ],
     )
     .await;
@@ -353,8 +340,8 @@ async fn a_kill_9_while_a_block_waits_for_a_lock_applies_it_once() {
         sb,
         &schema,
         &[
-            ("nk", "v INT"),
-            ("pk", "id INT PRIMARY KEY, v INT NOT NULL"),
+            ("nk", "(v INT)"),
+            ("pk", "(id INT PRIMARY KEY, v INT NOT NULL)"),
         ],
     )
     .await;

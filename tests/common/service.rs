@@ -401,12 +401,7 @@ impl ShardrepProcess {
 
     /// SIGTERM (clean stop) and wait; returns whether it exited 0.
     pub fn terminate(mut self) -> bool {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill -TERM");
-        assert!(status.success());
+        self.signal_term();
         self.child.wait().expect("wait for shardrep").success()
     }
 
@@ -646,6 +641,36 @@ pub async fn drop_everywhere(sb: &Sandbox, schemas: &[String]) {
             .unwrap();
         }
     }
+}
+
+/// Creates `schema` with `tables` (name, then its definition: `(columns)`
+/// and any table options) on the master and both replicas, not binlogged.
+pub async fn create_everywhere(sb: &Sandbox, schema: &str, tables: &[(&str, &str)]) {
+    let q = quote_ident(schema);
+    let mut ddl = format!("SET SESSION sql_log_bin = 0; CREATE DATABASE {q};");
+    for (table, columns) in tables {
+        ddl.push_str(&format!("CREATE TABLE {q}.{table} {columns};"));
+    }
+    for server in [Server::Master, TARGET, Server::Replica(1)] {
+        sb.exec(server, &ddl).await;
+    }
+}
+
+/// Sets [`TARGET`]'s global `innodb_lock_wait_timeout` to `seconds` (new
+/// sessions take it: start shardrep after); returns the value it had, to
+/// set back.
+pub async fn set_lock_wait_timeout(sb: &Sandbox, seconds: u64) -> u64 {
+    let mut replica = sb.connect(TARGET).await;
+    let old: u64 = replica
+        .query_first("SELECT @@GLOBAL.innodb_lock_wait_timeout")
+        .await
+        .unwrap()
+        .unwrap();
+    replica
+        .query_drop(format!("SET GLOBAL innodb_lock_wait_timeout = {seconds}"))
+        .await
+        .unwrap();
+    old
 }
 
 /// Stops native replication on [`TARGET`] (shardrep applies there).
