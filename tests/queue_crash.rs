@@ -218,8 +218,13 @@ fn child(input: &Input, queue: &Path, log: &Path) -> std::process::Child {
 
 /// Checks that the queue holds an exact prefix of `expected` (the last
 /// `tail` transactions and the progress are compared; all of them when
-/// `tail` is `None`); returns its length.
+/// `tail` is `None`); returns its length (0 when the kill came before the
+/// extractor created the directory).
 fn check_queue(queue: &Path, expected: &[Expected], tail: Option<u64>) -> u64 {
+    if !queue.exists() {
+        // Killed before it created the queue's directory: nothing stored.
+        return 0;
+    }
     let mut options = QueueOptions::new(queue);
     options.read_only = true;
     let q = TransactionQueue::open(options).expect("open the queue after the kill");

@@ -685,6 +685,18 @@ fn read_only_refuses_writes() {
 }
 
 #[test]
+fn read_only_open_of_a_new_empty_directory_is_an_empty_queue() {
+    // What a kill -9 leaves when it comes right after the directory's creation.
+    let dir = TempDir::new("ro-empty");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut opts = options(&dir);
+    opts.read_only = true;
+    let q = TransactionQueue::open(opts).unwrap();
+    assert_eq!(q.next_seqno(), Seqno(0));
+    assert_eq!(q.last_progress(), None);
+}
+
+#[test]
 fn invalid_options_are_rejected() {
     let dir = TempDir::new("opts");
     let mut opts = options(&dir);
