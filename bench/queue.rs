@@ -164,6 +164,7 @@ fn sysbench_txn(rng: &mut Rng, seqno: u64) -> Transaction {
             change(RowKind::Insert, None, Some(sbtest_row(rng, id + 2))),
             change(RowKind::Update, Some(key(id + 3)), Some(k(rng))),
         ],
+        row_events: None,
     }
 }
 

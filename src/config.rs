@@ -16,7 +16,7 @@
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
 //! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms`, `allow_native_replication` |
 //! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
-//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms`, `parallelism`, `commit_window_seqnos`, `compound_blocks` |
+//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms`, `parallelism`, `commit_window_seqnos`, `compound_blocks`, `method` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
 //! | `[control]`      | `socket` |
 //!
@@ -152,6 +152,43 @@ impl Parallelism {
 }
 
 impl fmt::Display for Parallelism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a channel hands row changes to the replica (`apply.method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMethod {
+    /// `"binlog"`: the master's own TABLE_MAP and rows events, as
+    /// `BINLOG '<base64>'` statements (what `mariadb-binlog` prints), so
+    /// that the replica's own row applier applies them exactly as native
+    /// replication does (no triggers for row events, system-versioned
+    /// history from the row images, generated columns computed by the
+    /// replica, `slave_type_conversions`). Needs the `BINLOG REPLAY`
+    /// privilege (MariaDB 10.5.2 and later) or SUPER. Transactions whose
+    /// events were not kept (queued by an older version, MySQL's
+    /// compressed payloads and partial JSON updates) are applied as SQL.
+    Binlog,
+    /// `"sql"`: each row change rewritten as SQL (`INSERT`, `UPDATE …
+    /// WHERE <key>`, `DELETE`), merged and batched by shardrep.
+    Sql,
+}
+
+impl ApplyMethod {
+    /// Every method, in the order messages list them.
+    pub const ALL: [ApplyMethod; 2] = [ApplyMethod::Binlog, ApplyMethod::Sql];
+
+    /// The TOML spelling: `binlog` or `sql`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApplyMethod::Binlog => "binlog",
+            ApplyMethod::Sql => "sql",
+        }
+    }
+}
+
+impl fmt::Display for ApplyMethod {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -482,6 +519,9 @@ pub struct ApplyConfig {
     /// multi-statement blocks, with a warning); default true
     /// ([`defaults::APPLY_COMPOUND_BLOCKS`] says why).
     pub compound_blocks: bool,
+    /// `method`: `"binlog"` or `"sql"` ([`ApplyMethod`]); default
+    /// [`defaults::APPLY_METHOD`].
+    pub method: ApplyMethod,
 }
 
 impl Default for ApplyConfig {
@@ -499,6 +539,7 @@ impl Default for ApplyConfig {
             parallelism: defaults::APPLY_PARALLELISM,
             commit_window_seqnos: defaults::APPLY_COMMIT_WINDOW_SEQNOS.default,
             compound_blocks: defaults::APPLY_COMPOUND_BLOCKS,
+            method: defaults::APPLY_METHOD,
         }
     }
 }

@@ -60,6 +60,43 @@ pub struct Transaction {
     pub tables: Vec<TableInfo>,
     /// The changes, in binlog order.
     pub changes: Vec<Change>,
+    /// The master's own bytes of the row events, for the `binlog` apply
+    /// method; `None` when the extractor did not keep them (see
+    /// [`RowEvents`]). Stored in the queue record beside the transaction
+    /// (format 3), not by the transaction's serde layout.
+    #[serde(skip)]
+    pub row_events: Option<std::sync::Arc<RowEvents>>,
+}
+
+/// The master's binlog events behind a transaction's row changes, as it
+/// wrote them (header, body and checksum trailer when its binlog has one):
+/// what the replica's own row applier is given (`BINLOG '<base64>'`,
+/// the statements `mariadb-binlog` prints) under `[apply] method =
+/// "binlog"`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowEvents {
+    /// The FORMAT_DESCRIPTION event the events were written under (the
+    /// first BINLOG statement of a session must be one: it tells the
+    /// server the post-header lengths and whether events end with a
+    /// checksum).
+    #[serde(with = "serde_bytes")]
+    pub format: Vec<u8>,
+    /// One entry per [`Change::Rows`] of the transaction, in order: the
+    /// TABLE_MAP events the master logged right before that rows event
+    /// (none when it shares the previous one's), then the rows event.
+    pub rows: Vec<RowEventBytes>,
+}
+
+/// The bytes of one entry of [`RowEvents::rows`]: whole events,
+/// concatenated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowEventBytes(#[serde(with = "serde_bytes")] pub Vec<u8>);
+
+impl RowEvents {
+    /// Total bytes of the events (format excluded).
+    pub fn len_bytes(&self) -> usize {
+        self.rows.iter().map(|r| r.0.len()).sum()
+    }
 }
 
 impl Transaction {
@@ -85,6 +122,10 @@ impl Transaction {
                 }
             })
             .sum::<usize>()
+            + self
+                .row_events
+                .as_ref()
+                .map_or(0, |e| e.format.len() + e.len_bytes())
     }
 
     /// Total number of row images pairs (rows) in the transaction.

@@ -918,6 +918,7 @@ mod tests {
                 error_code: 0,
                 thread_id: Some(thread),
             })],
+            row_events: None,
         }
     }
 

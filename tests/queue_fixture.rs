@@ -223,6 +223,7 @@ fn fixture() -> Vec<(Transaction, ExtractorProgress)> {
             },
             tables: if s == 2 { vec![] } else { vec![table()] },
             changes,
+            row_events: None,
         };
         if let Some(g) = txn.gtid {
             shardrep::position::GtidPos::update(&mut gtid_pos, g);
@@ -257,10 +258,32 @@ fn fixture_v2() -> Vec<(Transaction, ExtractorProgress)> {
     out
 }
 
-/// The records of [`fixture_v2`], as this version writes them.
+/// [`fixture_v2`] with row events kept for every transaction with rows
+/// (format 3): made-up event bytes, as the codec stores them unread.
+fn fixture_v3() -> Vec<(Transaction, ExtractorProgress)> {
+    let mut out = fixture_v2();
+    for (t, _) in &mut out {
+        let rows = t
+            .changes
+            .iter()
+            .filter(|c| matches!(c, Change::Rows(_)))
+            .count();
+        if rows > 0 {
+            t.row_events = Some(std::sync::Arc::new(shardrep::event::RowEvents {
+                format: vec![0xfd; 40],
+                rows: (0..rows)
+                    .map(|i| shardrep::event::RowEventBytes(vec![i as u8; 30 + i]))
+                    .collect(),
+            }));
+        }
+    }
+    out
+}
+
+/// The records of [`fixture_v3`], as this version writes them.
 fn records() -> Vec<u8> {
     let mut out = Vec::new();
-    for (t, p) in fixture_v2() {
+    for (t, p) in fixture_v3() {
         encode_record(&t, &p, &mut out).unwrap();
     }
     out
@@ -278,8 +301,9 @@ fn regenerate_queue_fixture() {
     let dir = fixture_dir();
     std::fs::create_dir_all(&dir).unwrap();
     // Format 1 (records-v1.bin, queue-v1/) was written by the versions
-    // before format 2 and is kept as it is.
-    std::fs::write(dir.join("records-v2.bin"), records()).unwrap();
+    // before format 2 and is kept as it is, and so is format 2
+    // (records-v2.bin).
+    std::fs::write(dir.join("records-v3.bin"), records()).unwrap();
 }
 
 #[test]
@@ -327,10 +351,29 @@ fn records_v1_read_from_their_own_files() {
 }
 
 #[test]
-fn records_v2_decode_to_the_fixture_and_re_encode_identically() {
+fn records_v2_decode_to_the_fixture() {
     let stored = std::fs::read(fixture_dir().join("records-v2.bin")).unwrap();
     assert_eq!(stored[0], shardrep::queue::codec::FORMAT_V2);
     let expected = fixture_v2();
+    let mut cursor = RecordCursor::new(&stored, 0, Seqno(0));
+    let mut n = 0;
+    while !cursor.at_end() {
+        let (seqno, raw) = cursor.next_raw().unwrap();
+        let (t, p) = decode_record(&raw).unwrap();
+        assert_eq!(t, expected[n].0, "transaction of seqno {seqno}");
+        assert_eq!(t.row_events, None);
+        assert_eq!(p, expected[n].1, "progress of seqno {seqno}");
+        n += 1;
+    }
+    assert_eq!(n, expected.len());
+}
+
+#[test]
+fn records_v3_decode_to_the_fixture_and_re_encode_identically() {
+    let stored = std::fs::read(fixture_dir().join("records-v3.bin")).unwrap();
+    assert_eq!(stored[0], shardrep::queue::codec::FORMAT_V3);
+    let expected = fixture_v3();
+    assert!(expected.iter().any(|(t, _)| t.row_events.is_some()));
     let mut cursor = RecordCursor::new(&stored, 0, Seqno(0));
     let mut n = 0;
     while !cursor.at_end() {
@@ -343,7 +386,7 @@ fn records_v2_decode_to_the_fixture_and_re_encode_identically() {
     assert_eq!(n, expected.len());
     assert!(
         stored == records(),
-        "this version encodes the fixture differently from format 2 as committed"
+        "this version encodes the fixture differently from format 3 as committed"
     );
 }
 

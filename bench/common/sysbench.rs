@@ -127,5 +127,6 @@ pub fn oltp_write_txn(rng: &mut Rng, seqno: u64, shard: &str) -> Transaction {
             rows_change(RowKind::Delete, Some(deleted), None),
             rows_change(RowKind::Insert, None, Some(inserted)),
         ],
+        row_events: None,
     }
 }

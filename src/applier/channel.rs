@@ -57,6 +57,7 @@ use crate::shard::statement::leading_verb;
 use crate::shard::temp_tables::TempTables;
 
 mod batch;
+mod binlog;
 mod non_transactional;
 mod outcome;
 mod plain;
@@ -100,6 +101,8 @@ pub struct ChannelSettings {
     /// Send batched blocks as compound statements checked on the replica
     /// (`[apply] compound_blocks`, see [`crate::config::ApplyConfig`]).
     pub compound_blocks: bool,
+    /// How row changes reach the replica (`[apply] method`).
+    pub method: crate::config::ApplyMethod,
 }
 
 /// Where a channel starts: its restart row as read at the start of the
@@ -212,6 +215,12 @@ struct Channel {
     /// A non-transactional table a statement of the current attempt was
     /// sent to ([`non_transactional`]).
     non_transactional_ran: Option<non_transactional::Ran>,
+    /// Row events waiting for their BINLOG statement (`binlog` method).
+    binlog: binlog::BinlogBuffer,
+    /// The FORMAT_DESCRIPTION this session was given (`binlog` method).
+    binlog_format: Option<Vec<u8>>,
+    /// The replica's `max_allowed_packet`, bytes, read at connect.
+    max_packet: usize,
 }
 
 async fn run(
@@ -500,6 +509,11 @@ impl Channel {
             legacy_skip_through,
         } = start;
         let committed_set = std::mem::take(&mut row.committed_above);
+        let mut conn = conn;
+        let max_packet: Option<u64> = conn
+            .query_first("SELECT @@max_allowed_packet")
+            .await
+            .map_err(|e| connect_error(settings.channel, &e))?;
         Ok(Channel {
             settings,
             conn,
@@ -516,12 +530,16 @@ impl Channel {
             session_origin: None,
             temp_tables: TempTables::default(),
             non_transactional_ran: None,
+            binlog: binlog::BinlogBuffer::default(),
+            binlog_format: None,
+            max_packet: max_packet.unwrap_or(1 << 24) as usize,
         })
     }
 
     async fn setup_session(&mut self) -> Result<(), ApplyError> {
         let setup = session::setup_statement(self.settings.sql_log_bin);
         self.session_origin = None;
+        self.reset_binlog(true);
         self.conn
             .query_drop(setup.as_str())
             .await
@@ -552,6 +570,7 @@ impl Channel {
     async fn reconnect(&mut self) -> Result<(), mysql_async::Error> {
         let (conn, session) = open_session(&self.settings).await?;
         self.session_origin = None;
+        self.reset_binlog(true);
         let old = std::mem::replace(&mut self.conn, conn);
         let old_session = std::mem::replace(&mut self.session, session);
         let _ = tokio::time::timeout(Duration::from_secs(5), old.disconnect()).await;
@@ -807,7 +826,12 @@ impl Channel {
             let (txn, epoch) = todo[0];
             self.mark_started(txn, *epoch).await?;
         }
-        let mut batched = !ddl && todo.iter().all(|(t, _)| rows_only(t));
+        // The binlog method sends the master's events (module `binlog`),
+        // never the batched SQL.
+        let mut batched = !ddl
+            && todo.iter().all(|(t, _)| rows_only(t))
+            && (self.settings.method == crate::config::ApplyMethod::Sql
+                || todo.iter().all(|(t, _)| t.row_events.is_none()));
         if batched && todo.len() == 1 {
             // Alone in its block when it changes a non-transactional
             // table: statement by statement, never run twice in one
@@ -850,6 +874,7 @@ impl Channel {
                 }
             }
         }
+        self.reset_binlog(false);
         self.exec_text("START TRANSACTION", None).await?;
         for (txn, epoch) in todo {
             self.apply_txn(txn, *epoch).await?;

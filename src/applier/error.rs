@@ -267,6 +267,7 @@ mod block_error_tests {
             shard: shard.into(),
             tables: Vec::new(),
             changes: Vec::new(),
+            row_events: None,
         };
         (Arc::new(t), Epoch(0))
     }

@@ -9,7 +9,7 @@
 //! checks the commented example `conf/shardrep.toml` all read them from
 //! here.
 
-use super::{Parallelism, ShardPolicy};
+use super::{ApplyMethod, Parallelism, ShardPolicy};
 
 /// Inclusive bounds of an integer key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +190,10 @@ pub const APPLY_COMMIT_WINDOW_SEQNOS: IntKey<u64> =
 /// `"shard"` (1.44× against 1.46× at `=2`, 1.79× against 1.84× at `=1`,
 /// 5.04× against 4.91× with the replica's binlog and `sync_binlog=1`).
 pub const APPLY_PARALLELISM: Parallelism = Parallelism::Row;
+
+/// `apply.method`: how row changes reach the replica (see
+/// [`ApplyMethod`]).
+pub const APPLY_METHOD: ApplyMethod = ApplyMethod::Sql;
 
 /// `shard_filter.enforce_home`.
 pub const SHARD_FILTER_ENFORCE_HOME: bool = false;

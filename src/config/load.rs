@@ -15,7 +15,7 @@ use super::raw::{
 };
 use super::start::StartPositionError;
 use super::{
-    keys, redact, ApplyConfig, Config, ConfigError, ConfigProblem, ControlConfig,
+    keys, redact, ApplyConfig, ApplyMethod, Config, ConfigError, ConfigProblem, ControlConfig,
     FilesSourceConfig, LiveSourceConfig, MetricsConfig, Parallelism, QueueConfig, ReplicaConfig,
     Role, Secret, ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint,
     SourceKind, StartPosition,
@@ -472,6 +472,12 @@ impl<'a> Builder<'a> {
             compound_blocks: raw
                 .compound_blocks
                 .unwrap_or(defaults::APPLY_COMPOUND_BLOCKS),
+            method: self.choice(
+                "apply.method",
+                raw.method,
+                defaults::APPLY_METHOD,
+                &ApplyMethod::ALL,
+            ),
         }
     }
 

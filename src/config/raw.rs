@@ -99,6 +99,7 @@ pub(super) struct RawApply {
     pub(super) parallelism: Option<String>,
     pub(super) commit_window_seqnos: Option<Int>,
     pub(super) compound_blocks: Option<bool>,
+    pub(super) method: Option<String>,
 }
 
 /// `[shard_filter]` as written.

@@ -128,6 +128,7 @@ fn minimal_config_and_its_defaults() {
             parallelism: Parallelism::Row,
             commit_window_seqnos: 4096,
             compound_blocks: true,
+            method: ApplyMethod::Sql,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -202,6 +203,7 @@ retry_max_backoff_ms = 100
 parallelism = "row"
 commit_window_seqnos = 500
 compound_blocks = false
+method = "binlog"
 
 [shard_filter]
 map_file = "shard.map"
@@ -268,6 +270,7 @@ socket = "ctl.sock"
             parallelism: Parallelism::Row,
             commit_window_seqnos: 500,
             compound_blocks: false,
+            method: ApplyMethod::Binlog,
         }
     );
     assert_eq!(

@@ -20,7 +20,10 @@
 
 use std::borrow::Cow;
 
-use crate::event::{Change, RowsChange, SessionContext, Statement, Transaction, UNKNOWN_SHARD};
+use crate::event::{
+    Change, RowEventBytes, RowEvents, RowsChange, SessionContext, Statement, Transaction,
+    UNKNOWN_SHARD,
+};
 use crate::position::{BinlogPosition, Gtid, GtidPos, Seqno};
 use crate::shard::statement::{is_transaction_control, statement_shard};
 
@@ -41,6 +44,14 @@ struct Open {
     standalone: bool,
     /// BEGIN (or a MariaDB non-standalone GTID) was seen.
     explicit: bool,
+    /// Raw TABLE_MAP events since the last rows event (see
+    /// [`Assembler::push_raw`]).
+    maps: Vec<u8>,
+    /// One entry per rows change so far: its TABLE_MAPs and itself.
+    row_events: Vec<RowEventBytes>,
+    /// A TABLE_MAP or rows event came without its raw bytes: the
+    /// transaction gets no [`RowEvents`].
+    raw_missing: bool,
 }
 
 /// Turns decoded events into transactions, assigning dense seqnos.
@@ -66,6 +77,8 @@ pub struct Assembler {
     /// that a stream of similar transactions does not grow its vectors
     /// push by push.
     capacity_hint: (usize, usize),
+    /// The raw FORMAT_DESCRIPTION in force (see [`Assembler::push_raw`]).
+    format_event: Option<Vec<u8>>,
 }
 
 /// Largest capacity a new transaction reserves from the previous one's size.
@@ -84,6 +97,7 @@ impl Assembler {
             resume: start,
             gtid_pos,
             capacity_hint: (0, 0),
+            format_event: None,
         }
     }
 
@@ -135,6 +149,52 @@ impl Assembler {
         event: BinlogEvent,
         end: &BinlogPosition,
     ) -> Result<Option<Transaction>, ExtractError> {
+        self.push_raw(event, end, None)
+    }
+
+    /// As [`Assembler::push`], with the event's raw bytes as the binlog
+    /// holds them (`raw`): given for every FORMAT_DESCRIPTION, TABLE_MAP
+    /// and rows event, the completed transaction carries its row events
+    /// ([`Transaction::row_events`]) for the `binlog` apply method. A
+    /// transaction any of whose TABLE_MAP or rows events came without
+    /// bytes (or before any FORMAT_DESCRIPTION) gets none.
+    ///
+    /// # Errors
+    /// As [`Assembler::push`].
+    pub fn push_raw(
+        &mut self,
+        event: BinlogEvent,
+        end: &BinlogPosition,
+        raw: Option<Vec<u8>>,
+    ) -> Result<Option<Transaction>, ExtractError> {
+        match (&event.body, raw) {
+            (EventBody::FormatDescription(_), raw) => self.format_event = raw,
+            (EventBody::TableMap(_), raw) => {
+                if let Some(open) = self.open.as_mut() {
+                    match raw {
+                        Some(raw) => open.maps.extend_from_slice(&raw),
+                        None => open.raw_missing = true,
+                    }
+                }
+            }
+            (EventBody::Rows { .. }, raw) => {
+                if let Some(open) = self.open.as_mut() {
+                    match raw {
+                        Some(raw) if !open.raw_missing => {
+                            let mut bytes = std::mem::take(&mut open.maps);
+                            if bytes.is_empty() {
+                                bytes = raw;
+                            } else {
+                                bytes.extend_from_slice(&raw);
+                            }
+                            open.row_events.push(RowEventBytes(bytes));
+                        }
+                        _ => open.raw_missing = true,
+                    }
+                }
+            }
+            _ => {}
+        }
         let BinlogEvent {
             header,
             position,
@@ -384,15 +444,32 @@ impl Assembler {
                 shard: String::new(),
                 tables: Vec::with_capacity(self.capacity_hint.1),
                 changes: Vec::with_capacity(self.capacity_hint.0),
+                row_events: None,
             },
             table_index: TableIdMap::default(),
             standalone: false,
             explicit: false,
+            maps: Vec::new(),
+            row_events: Vec::new(),
+            raw_missing: false,
         }
     }
 
     fn finish(&mut self, timestamp: u32, end: &BinlogPosition) -> Transaction {
-        let Open { mut txn, .. } = self.open.take().expect("caller checked");
+        let Open {
+            mut txn,
+            row_events,
+            raw_missing,
+            ..
+        } = self.open.take().expect("caller checked");
+        if !raw_missing && !row_events.is_empty() {
+            if let Some(format) = &self.format_event {
+                txn.row_events = Some(std::sync::Arc::new(RowEvents {
+                    format: format.clone(),
+                    rows: row_events,
+                }));
+            }
+        }
         txn.end_position = end.clone();
         txn.commit_timestamp = timestamp;
         txn.shard = shard_of(&txn);

@@ -27,6 +27,33 @@ pub struct TransactionReader<S: EventSource> {
     pending: VecDeque<(BinlogEvent, BinlogPosition)>,
     /// Set at each HEARTBEAT between transactions.
     idle_mark: Option<std::sync::Arc<super::IdleMark>>,
+    /// Keep each transaction's row events as the binlog holds them
+    /// ([`crate::event::Transaction::row_events`]).
+    keep_row_events: bool,
+}
+
+/// Whether the raw bytes of an event of `type_code` are kept for the
+/// `binlog` apply method: FORMAT_DESCRIPTION, TABLE_MAP and every rows
+/// event type (plain, v2 and MariaDB's compressed ones).
+fn kept_raw(type_code: u8) -> bool {
+    use event_type::*;
+    matches!(
+        type_code,
+        FORMAT_DESCRIPTION
+            | TABLE_MAP
+            | WRITE_ROWS_V1
+            | UPDATE_ROWS_V1
+            | DELETE_ROWS_V1
+            | WRITE_ROWS_V2
+            | UPDATE_ROWS_V2
+            | DELETE_ROWS_V2
+            | MARIADB_WRITE_ROWS_COMPRESSED_V1
+            | MARIADB_UPDATE_ROWS_COMPRESSED_V1
+            | MARIADB_DELETE_ROWS_COMPRESSED_V1
+            | MARIADB_WRITE_ROWS_COMPRESSED_V2
+            | MARIADB_UPDATE_ROWS_COMPRESSED_V2
+            | MARIADB_DELETE_ROWS_COMPRESSED_V2
+    )
 }
 
 fn end_of(raw: &RawEvent) -> BinlogPosition {
@@ -44,7 +71,15 @@ impl<S: EventSource> TransactionReader<S> {
             assembler,
             pending: VecDeque::new(),
             idle_mark: None,
+            keep_row_events: false,
         }
+    }
+
+    /// Keeps each transaction's row events as the binlog holds them
+    /// ([`crate::event::Transaction::row_events`], for the `binlog` apply
+    /// method); off by default.
+    pub fn keep_row_events(&mut self, on: bool) {
+        self.keep_row_events = on;
     }
 
     /// Records each HEARTBEAT between transactions in `mark`.
@@ -104,6 +139,13 @@ impl<S: EventSource> TransactionReader<S> {
                 if heartbeat && !self.assembler.in_transaction() && self.pending.is_empty() {
                     mark.set(raw.position.clone(), self.assembler.next_seqno());
                 }
+            }
+            if self.keep_row_events && raw.bytes.get(4).is_some_and(|&t| kept_raw(t)) {
+                let event = self.decoder.decode(&raw)?;
+                if let Some(txn) = self.assembler.push_raw(event, &end, Some(raw.bytes))? {
+                    return Ok(Some(txn));
+                }
+                continue;
             }
             if raw.bytes.get(4) != Some(&event_type::TRANSACTION_PAYLOAD) {
                 // One raw event is one decoded event (every event but a
@@ -259,6 +301,12 @@ impl Extractor {
     /// transaction.
     pub fn assembler(&self) -> &Assembler {
         self.reader.assembler()
+    }
+
+    /// Keeps each transaction's row events as the binlog holds them (see
+    /// [`TransactionReader::keep_row_events`]).
+    pub fn keep_row_events(&mut self, on: bool) {
+        self.reader.keep_row_events(on);
     }
 
     /// Records each HEARTBEAT between transactions in `mark`

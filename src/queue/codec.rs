@@ -1,10 +1,10 @@
 //! The queue's record format: one stored transaction with the extractor's
 //! progress after it.
 //!
-//! # Record, formats 1 and 2
+//! # Record, formats 1 to 3
 //! ```text
 //! offset  size      field
-//! 0       1         format byte = 2 (FORMAT_V2; 1 in older queues)
+//! 0       1         format byte = 3 (FORMAT_V3; 1 or 2 in older queues)
 //! 1       4         CRC-32 (IEEE 802.3, crc32fast), little endian, over
 //!                   the format byte, the length bytes and the payload
 //! 5       1..=10    payload length in bytes, unsigned LEB128 varint
@@ -34,7 +34,14 @@
 //! records are still read (their statements get `thread_id: None`), by
 //! the frozen layout in [`v1`].
 //!
-//! Compatibility: formats 1 and 2 are frozen. A change to the layout of
+//! Format 3 (written by this version) adds a fifth field after the
+//! transaction: `row_events`: `Option<RowEvents>`
+//! ([`crate::event::RowEvents`]: the FORMAT_DESCRIPTION as a byte string,
+//! then one byte string per rows change), the master's own events kept
+//! for `[apply] method = "binlog"`; `None` when they were not kept.
+//! Records of formats 1 and 2 read with `row_events: None`.
+//!
+//! Compatibility: formats 1, 2 and 3 are frozen. A change to the layout of
 //! [`Transaction`] (field order, types, enum variant order) or of the
 //! record needs a new format byte and the older decoders kept beside it;
 //! `tests/queue_fixture.rs` reads records and a queue directory written by
@@ -49,19 +56,23 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::Transaction;
+use crate::event::{RowEvents, Transaction};
 use crate::position::{BinlogPosition, Epoch, GtidPos, Seqno};
 
 /// The format byte of records written before statements carried their
 /// master session (read, never written).
 pub const FORMAT_V1: u8 = 1;
 
-/// The format byte of records written by this version.
+/// The format byte of records written before records carried the
+/// master's row events (read, never written).
 pub const FORMAT_V2: u8 = 2;
+
+/// The format byte of records written by this version.
+pub const FORMAT_V3: u8 = 3;
 
 /// Whether this version reads records of `format`.
 fn readable(format: u8) -> bool {
-    format == FORMAT_V1 || format == FORMAT_V2
+    (FORMAT_V1..=FORMAT_V3).contains(&format)
 }
 
 /// Bytes of a record before its length varint: format byte and CRC.
@@ -112,14 +123,47 @@ struct RecordRef<'a> {
     position: Option<&'a BinlogPosition>,
     gtid_position: Option<&'a GtidPos>,
     transaction: &'a Transaction,
+    row_events: Option<&'a RowEvents>,
 }
 
+/// A record of format 3 (this version's).
 #[derive(Deserialize)]
 struct RecordOwned {
     epoch: Epoch,
     position: Option<BinlogPosition>,
     gtid_position: Option<GtidPos>,
     transaction: Transaction,
+    row_events: Option<RowEvents>,
+}
+
+impl RecordOwned {
+    /// The transaction with its row events in place.
+    fn into_parts(self) -> (Epoch, Option<BinlogPosition>, Option<GtidPos>, Transaction) {
+        let mut txn = self.transaction;
+        txn.row_events = self.row_events.map(std::sync::Arc::new);
+        (self.epoch, self.position, self.gtid_position, txn)
+    }
+}
+
+/// A format-2 record: as [`RecordOwned`] without the row events.
+#[derive(Deserialize)]
+struct RecordOwnedV2 {
+    epoch: Epoch,
+    position: Option<BinlogPosition>,
+    gtid_position: Option<GtidPos>,
+    transaction: Transaction,
+}
+
+impl From<RecordOwnedV2> for RecordOwned {
+    fn from(r: RecordOwnedV2) -> RecordOwned {
+        RecordOwned {
+            epoch: r.epoch,
+            position: r.position,
+            gtid_position: r.gtid_position,
+            transaction: r.transaction,
+            row_events: None,
+        }
+    }
 }
 
 /// A format-1 record: as [`RecordOwned`] with the format-1 transaction.
@@ -138,6 +182,7 @@ impl From<RecordOwnedV1> for RecordOwned {
             position: r.position,
             gtid_position: r.gtid_position,
             transaction: r.transaction.into(),
+            row_events: None,
         }
     }
 }
@@ -215,6 +260,7 @@ pub mod v1 {
                         }
                     })
                     .collect(),
+                row_events: None,
             }
         }
     }
@@ -226,7 +272,7 @@ pub mod v1 {
 pub enum RecordError {
     /// The record's format byte is not one this version reads.
     #[error(
-        "unsupported record format {0} (this version reads formats {FORMAT_V1} and {FORMAT_V2})"
+        "unsupported record format {0} (this version reads formats {FORMAT_V1} to {FORMAT_V3})"
     )]
     UnsupportedFormat(u8),
     /// The bytes are damaged or cut short.
@@ -251,13 +297,14 @@ pub fn encode_record(
         position: (progress.position != txn.end_position).then_some(&progress.position),
         gtid_position: (progress.gtid_position != own_gtid).then_some(&progress.gtid_position),
         transaction: txn,
+        row_events: txn.row_events.as_deref(),
     };
     let start = out.len();
     // Header with room for a length varint of LEN_GUESS bytes (payloads of
     // 128 bytes to 16 KiB); the payload is serialized after it, and the
     // varint is moved into place when its length differs.
     const LEN_GUESS: usize = 2;
-    out.push(FORMAT_V2);
+    out.push(FORMAT_V3);
     out.extend_from_slice(&[0; 4 + LEN_GUESS]);
     let payload_at = out.len();
     postcard::serialize_with_flavor(&record, VecTail(out)).map_err(|e| e.to_string())?;
@@ -334,6 +381,7 @@ fn record_ref<'a>(
         position: (progress.position != txn.end_position).then_some(&progress.position),
         gtid_position: (progress.gtid_position != *own_gtid).then_some(&progress.gtid_position),
         transaction: txn,
+        row_events: txn.row_events.as_deref(),
     }
 }
 
@@ -375,7 +423,7 @@ pub fn write_record<W: Write + Seek>(
     let own_gtid = own_gtid_position(txn);
     let record = record_ref(txn, progress, &own_gtid);
     let start = out.stream_position()?;
-    let mut header = vec![FORMAT_V2, 0, 0, 0, 0];
+    let mut header = vec![FORMAT_V3, 0, 0, 0, 0];
     // The payload length from the record length: the varint's own size
     // depends on it, so try each size.
     let payload_len = (1..=10u64)
@@ -583,14 +631,15 @@ pub fn read_record_file(
             shard: String::new(),
             tables: Vec::new(),
             changes: Vec::new(),
+            row_events: None,
         };
         let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
         return Ok((txn, progress));
     }
-    let record = if format == FORMAT_V1 {
-        RecordOwnedV1::deserialize(&mut de).map_err(bad)?.into()
-    } else {
-        RecordOwned::deserialize(&mut de).map_err(bad)?
+    let record: RecordOwned = match format {
+        FORMAT_V1 => RecordOwnedV1::deserialize(&mut de).map_err(bad)?.into(),
+        FORMAT_V2 => RecordOwnedV2::deserialize(&mut de).map_err(bad)?.into(),
+        _ => RecordOwned::deserialize(&mut de).map_err(bad)?,
     };
     let rest = de.finalize().map_err(bad)?;
     if rest != 0 {
@@ -598,8 +647,8 @@ pub fn read_record_file(
             "payload has {rest} bytes after the record"
         )));
     }
-    let txn = record.transaction;
-    let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
+    let (epoch, position, gtid_position, txn) = record.into_parts();
+    let progress = progress_of(&txn, epoch, position, gtid_position);
     Ok((txn, progress))
 }
 
@@ -728,16 +777,8 @@ pub fn check_record(bytes: &[u8]) -> Result<RawRecord<'_>, RecordError> {
 /// has bytes left over (cannot happen for a record that passed its CRC
 /// unless the writer was a different program).
 pub fn decode_record(raw: &RawRecord<'_>) -> Result<(Transaction, ExtractorProgress), RecordError> {
-    let record = decode_payload(raw)?;
-    let txn = record.transaction;
-    let progress = ExtractorProgress {
-        seqno: txn.seqno,
-        epoch: record.epoch,
-        position: record.position.unwrap_or_else(|| txn.end_position.clone()),
-        gtid_position: record
-            .gtid_position
-            .unwrap_or_else(|| own_gtid_position(&txn)),
-    };
+    let (epoch, position, gtid_position, txn) = decode_payload(raw)?.into_parts();
+    let progress = progress_of(&txn, epoch, position, gtid_position);
     Ok((txn, progress))
 }
 
@@ -747,7 +788,7 @@ pub fn decode_record(raw: &RawRecord<'_>) -> Result<(Transaction, ExtractorProgr
 /// # Errors
 /// As [`decode_record`].
 pub fn decode_transaction(raw: &RawRecord<'_>) -> Result<Transaction, RecordError> {
-    decode_payload(raw).map(|r| r.transaction)
+    decode_payload(raw).map(|r| r.into_parts().3)
 }
 
 fn decode_payload(raw: &RawRecord<'_>) -> Result<RecordOwned, RecordError> {
@@ -758,7 +799,12 @@ fn decode_payload(raw: &RawRecord<'_>) -> Result<RecordOwned, RecordError> {
                 postcard::take_from_bytes(raw.payload).map_err(bad)?;
             (record.into(), rest)
         }
-        FORMAT_V2 => postcard::take_from_bytes::<RecordOwned>(raw.payload).map_err(bad)?,
+        FORMAT_V2 => {
+            let (record, rest): (RecordOwnedV2, _) =
+                postcard::take_from_bytes(raw.payload).map_err(bad)?;
+            (record.into(), rest)
+        }
+        FORMAT_V3 => postcard::take_from_bytes::<RecordOwned>(raw.payload).map_err(bad)?,
         other => return Err(RecordError::UnsupportedFormat(other)),
     };
     if !rest.is_empty() {
@@ -895,6 +941,7 @@ mod tests {
                     }),
                 }],
             })],
+            row_events: None,
         }
     }
 
@@ -903,7 +950,7 @@ mod tests {
         let t = txn(7);
         let p = ExtractorProgress::after(&t, Epoch(3));
         let bytes = record_bytes(&t, &p).unwrap();
-        assert_eq!(bytes[0], FORMAT_V2);
+        assert_eq!(bytes[0], FORMAT_V3);
         let (t2, p2) = decode_record_bytes(&bytes).unwrap();
         assert_eq!(t2, t);
         assert_eq!(p2, p);
@@ -957,10 +1004,10 @@ mod tests {
     fn unknown_format_is_reported() {
         let t = txn(1);
         let mut bytes = record_bytes(&t, &ExtractorProgress::after(&t, Epoch(0))).unwrap();
-        bytes[0] = 3;
+        bytes[0] = 4;
         assert_eq!(
             decode_record_bytes(&bytes).unwrap_err(),
-            RecordError::UnsupportedFormat(3)
+            RecordError::UnsupportedFormat(4)
         );
     }
 

@@ -58,6 +58,7 @@ fn txn(seqno: u64, payload: usize) -> Transaction {
                 }),
             }],
         })],
+        row_events: None,
     }
 }
 

@@ -70,6 +70,7 @@ impl Channels {
                 retry_max_attempts: config.apply.retry_max_attempts,
                 retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
                 compound_blocks: config.apply.compound_blocks,
+                method: config.apply.method,
             };
             let start = ChannelStart {
                 row: rows

@@ -58,6 +58,9 @@ pub struct ExtractPlan {
     gtid_fallback: Option<(LiveOptions, GtidPos)>,
     /// A GTID start in GTID strict mode ([`Extractor::open_with`]).
     gtid_strict: bool,
+    /// Keep each transaction's row events for the `binlog` apply method
+    /// ([`Extractor::keep_row_events`]).
+    row_events: bool,
 }
 
 impl ExtractPlan {
@@ -81,6 +84,7 @@ impl ExtractPlan {
             gtid: Some(progress.gtid_position.clone()),
             gtid_fallback,
             gtid_strict: false,
+            row_events: false,
         }
     }
 
@@ -102,6 +106,7 @@ impl ExtractPlan {
             gtid,
             gtid_fallback: None,
             gtid_strict: false,
+            row_events: false,
         })
     }
 
@@ -131,7 +136,16 @@ impl ExtractPlan {
             gtid: Some(gtid),
             gtid_fallback: None,
             gtid_strict: true,
+            row_events: false,
         }
+    }
+
+    /// Keeps (or not) each transaction's row events as the master wrote
+    /// them, for `[apply] method = "binlog"`
+    /// ([`crate::event::Transaction::row_events`]).
+    pub fn with_row_events(mut self, on: bool) -> ExtractPlan {
+        self.row_events = on;
+        self
     }
 
     /// The binlog position or GTID position the extraction starts at.
@@ -212,8 +226,10 @@ pub async fn extract_to_queue(
         gtid,
         mut gtid_fallback,
         gtid_strict,
+        row_events,
     } = plan;
     let mut extractor = Extractor::open_with(endpoint, start, next_seqno, follow, gtid_strict)?;
+    extractor.keep_row_events(row_events);
     if let Some(gtid) = gtid {
         extractor.set_gtid_position(gtid);
     }
@@ -265,6 +281,7 @@ pub async fn extract_to_queue(
                     follow,
                 )?;
                 extractor.set_gtid_position(gtid);
+                extractor.keep_row_events(row_events);
                 if let Some(mark) = &idle_mark {
                     extractor.set_idle_mark(mark.clone());
                 }
@@ -435,7 +452,8 @@ fn extract_thread(
                 ExtractPlan::after_switch(switch.gtid)
             }
             _ => ExtractPlan::for_queue(endpoint, queue, first).await?,
-        };
+        }
+        .with_row_events(config.apply.method == crate::config::ApplyMethod::Binlog);
         tracing::info!(start = ?plan.start(), next_seqno = next_seqno.get(), "extractor starting");
         let extracted = extract_to_queue(
             endpoint,

@@ -624,6 +624,7 @@ mod tests {
             shard: shard.to_string(),
             tables: Vec::new(),
             changes: Vec::new(),
+            row_events: None,
         };
         assert_eq!(
             outcome(&f.decide_transaction(&txn(2, "pinnacle"))).1,

@@ -481,6 +481,7 @@ mod tests {
                     })
                 })
                 .collect(),
+            row_events: None,
         }
     }
 

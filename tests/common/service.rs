@@ -81,6 +81,8 @@ pub struct ServiceSpec {
     pub replica_user: Option<String>,
     /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
+    /// `[apply] method` (`None`: the product's default).
+    pub method: Option<&'static str>,
     /// More sections appended to the configuration (e.g. `[metrics]`).
     pub extra_toml: String,
     /// `[shard_filter] unknown_shard_policy` (default `"drop"`).
@@ -118,6 +120,7 @@ impl ServiceSpec {
             replica_password: None,
             replica_user: None,
             compound_blocks: true,
+            method: None,
             extra_toml: String::new(),
             unknown_shard_policy: "drop",
             auto_create: false,
@@ -169,6 +172,7 @@ block_commit_txns = {block}
 block_commit_interval_ms = {interval}
 parallelism = "{parallelism}"
 compound_blocks = {compound}
+{method}
 sync_interval_seqnos = {sync}
 retry_max_attempts = {retries}
 retry_max_backoff_ms = 1000
@@ -200,6 +204,9 @@ socket = "{socket}"
             interval = self.block_interval_ms,
             parallelism = self.parallelism,
             compound = self.compound_blocks,
+            method = self
+                .method
+                .map_or_else(String::new, |m| format!("method = \"{m}\"")),
             sync = self.sync_interval,
             retries = self.retry_max_attempts,
             map = map_path.display(),

@@ -103,6 +103,7 @@ pub fn txn(seqno: u64, payload: usize) -> Transaction {
                 thread_id: None,
             }),
         ],
+        row_events: None,
     }
 }
 

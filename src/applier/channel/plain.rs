@@ -11,6 +11,7 @@ use crate::applier::error::{divergence_message, elide, ApplyError};
 use crate::applier::session::{self, session_setup};
 use crate::applier::sql::{PlannedStatement, TableShape};
 use crate::applier::table::ReplicaTable;
+use crate::config::ApplyMethod;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
 use crate::mysql::quote_ident;
 use crate::position::Epoch;
@@ -62,10 +63,17 @@ impl Channel {
     /// transaction.
     pub(super) async fn apply_txn(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
         let mut planned = Vec::new();
+        let row_events = match self.settings.method {
+            ApplyMethod::Binlog => txn.row_events.clone(),
+            ApplyMethod::Sql => None,
+        };
+        let mut rows_index = 0;
         for change in &txn.changes {
             match change {
                 Change::Annotation(_) => {}
                 Change::Statement(statement) => {
+                    // Row events before it first, in the master's order.
+                    self.flush_binlog(Some((txn, epoch))).await?;
                     if statement.sql.eq_ignore_ascii_case(b"ROLLBACK") {
                         // The master rolled back the transactional part.
                         self.exec_text("ROLLBACK", Some((txn, epoch))).await?;
@@ -76,7 +84,21 @@ impl Channel {
                     self.apply_statement(txn, epoch, statement).await?;
                 }
                 Change::Rows(rows) => {
+                    let index = rows_index;
+                    rows_index += 1;
                     let info = txn.table_of(rows);
+                    if let Some(events) = &row_events {
+                        // The replica's own row applier (module `binlog`);
+                        // the table is looked at for its engine only.
+                        if !crate::shard::is_catalog_table(&info.schema, &info.table) {
+                            let table = self.replica_table(txn, epoch, info).await?;
+                            if let Some(engine) = &table.non_transactional {
+                                self.non_transactional_change(&info.schema, &info.table, engine);
+                            }
+                        }
+                        self.buffer_row_events(txn, epoch, events, index).await?;
+                        continue;
+                    }
                     if crate::shard::is_catalog_table(&info.schema, &info.table) {
                         // Another service's restart row, binlogged with
                         // the data it applied to its replica.

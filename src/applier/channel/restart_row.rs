@@ -84,6 +84,8 @@ impl Channel {
         extract_time: u32,
         at: Option<(&Transaction, Epoch)>,
     ) -> Attempt {
+        // Row events still buffered (the `binlog` method) go first.
+        self.flush_binlog(at).await?;
         let sql = crate::catalog::restart_update(&self.settings.catalog);
         let result = self
             .conn

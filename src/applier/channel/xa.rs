@@ -181,6 +181,7 @@ impl Channel {
             let xid = xid.to_sql();
             self.exec_text(&format!("XA START {xid}"), at).await?;
             self.apply_txn(&body, epoch).await?;
+            self.flush_binlog(at).await?;
             self.exec_text(&format!("XA END {xid}"), at).await?;
             self.exec_text(&format!("XA PREPARE {xid}"), at).await
         }

@@ -1020,6 +1020,7 @@ mod tests {
                 shard: format!("db{s}"),
                 tables: vec![],
                 changes: vec![],
+                row_events: None,
             };
             let progress = ExtractorProgress {
                 seqno: Seqno(s),

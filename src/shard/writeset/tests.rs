@@ -85,6 +85,7 @@ fn txn(shard: &str, tables: Vec<TableInfo>, changes: Vec<Change>) -> Transaction
         shard: shard.into(),
         tables,
         changes,
+        row_events: None,
     }
 }
 

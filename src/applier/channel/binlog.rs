@@ -1,0 +1,285 @@
+//! The `binlog` apply method (`[apply] method = "binlog"`): a
+//! transaction's row changes reach the replica as the master's own
+//! TABLE_MAP and rows events, in `BINLOG '<base64>'` statements (what
+//! `mariadb-binlog` prints), so that the replica's row applier applies
+//! them exactly as native replication would: no triggers for row events
+//! (`slave_run_triggers_for_rbr=NO`), system-versioned history from the
+//! row images, generated columns computed by the replica, type conversions
+//! under the replica's `slave_type_conversions`.
+//!
+//! A session first gets the FORMAT_DESCRIPTION the events were written
+//! under (the server refuses a BINLOG statement of row events before one,
+//! error 1609, and reads post-header lengths and the checksum algorithm
+//! from it); it is sent again only when a transaction's differs. The
+//! events of consecutive row changes, of one transaction or of several in
+//! a block, share one BINLOG statement up to [`BinlogBuffer::limit`]
+//! bytes, cut only after a rows event that ends its statement
+//! (`STMT_END_F`), so that every statement carries its own TABLE_MAPs.
+//! Statement events in between run as SQL, as they do under the `sql`
+//! method (they must fire the replica's triggers, as natively). The block
+//! commits with the restart row as under every method (DESIGN §4).
+//!
+//! Rows of another service's restart table are left out, with their
+//! TABLE_MAP, as under the `sql` method.
+//!
+//! Formats: MariaDB's `sql_binlog.cc` (BINLOG statement) and
+//! `log_event.cc`; the knowledge base's "BINLOG" page (privilege `BINLOG
+//! REPLAY` from 10.5.2, SUPER before).
+
+use base64::Engine as _;
+
+use super::{Attempt, Channel};
+use crate::event::{RowEventBytes, RowEvents, Transaction};
+use crate::position::Epoch;
+
+/// Offset of `event_size` in an event header.
+const EVENT_SIZE_AT: usize = 9;
+/// Offset of the type code in an event header.
+const TYPE_AT: usize = 4;
+/// Length of the common event header.
+const HEADER_LEN: usize = 19;
+/// TABLE_MAP's type code.
+const TABLE_MAP: u8 = 19;
+/// Rows event flag: last event of a statement.
+const STMT_END_F: u16 = 0x0001;
+
+/// Most raw event bytes one BINLOG statement carries when the replica's
+/// `max_allowed_packet` allows more: bounds the text held in memory.
+pub const MAX_STATEMENT_EVENT_BYTES: usize = 16 << 20;
+
+/// Splits concatenated whole events into events.
+///
+/// # Errors
+/// A message when an `event_size` does not fit the bytes (a damaged
+/// record: the queue's CRC makes that a different writer).
+pub fn split_events(mut bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut events = Vec::new();
+    while !bytes.is_empty() {
+        let size = bytes
+            .get(EVENT_SIZE_AT..EVENT_SIZE_AT + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .filter(|&n| n >= HEADER_LEN && n <= bytes.len())
+            .ok_or_else(|| {
+                format!(
+                    "a stored row event's header is damaged ({} bytes left)",
+                    bytes.len()
+                )
+            })?;
+        events.push(&bytes[..size]);
+        bytes = &bytes[size..];
+    }
+    Ok(events)
+}
+
+/// The schema and table a TABLE_MAP event names (`None` for another event
+/// or one too short): table id (6 bytes) and flags (2) after the header,
+/// then a length byte, the schema, a zero, a length byte, the table.
+pub fn table_map_names(event: &[u8]) -> Option<(&[u8], &[u8])> {
+    if event.get(TYPE_AT) != Some(&TABLE_MAP) {
+        return None;
+    }
+    let body = event.get(HEADER_LEN + 8..)?;
+    let schema_len = usize::from(*body.first()?);
+    let schema = body.get(1..1 + schema_len)?;
+    let rest = body.get(1 + schema_len + 1..)?;
+    let table_len = usize::from(*rest.first()?);
+    let table = rest.get(1..1 + table_len)?;
+    Some((schema, table))
+}
+
+/// Whether a rows event ends its statement: its flags (after the table id,
+/// 6 bytes, in the post-header) have `STMT_END_F`.
+fn ends_statement(event: &[u8]) -> bool {
+    event
+        .get(HEADER_LEN + 6..HEADER_LEN + 8)
+        .is_some_and(|f| u16::from_le_bytes([f[0], f[1]]) & STMT_END_F != 0)
+}
+
+/// Row events waiting to be sent as one BINLOG statement, with the
+/// transactions (seqnos) they belong to.
+#[derive(Default)]
+pub(super) struct BinlogBuffer {
+    events: Vec<u8>,
+    /// The transactions with events here.
+    txns: Vec<crate::position::Seqno>,
+    /// The events end with a complete statement: a cut may come here.
+    at_statement_end: bool,
+}
+
+impl BinlogBuffer {
+    /// Most raw bytes in one statement for a replica whose
+    /// `max_allowed_packet` is `packet` bytes: base64 takes 4 bytes per 3,
+    /// plus the statement's own text.
+    pub(super) fn limit(packet: usize) -> usize {
+        (packet.saturating_sub(1024) / 4 * 3).clamp(4096, MAX_STATEMENT_EVENT_BYTES)
+    }
+}
+
+/// The text of `BINLOG '<base64 of events>'`.
+fn statement(events: &[u8]) -> String {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut sql = String::with_capacity(events.len() / 3 * 4 + 16);
+    sql.push_str("BINLOG '");
+    engine.encode_string(events, &mut sql);
+    sql.push('\'');
+    sql
+}
+
+impl Channel {
+    /// Adds the events of rows change `index` (its position among the
+    /// transaction's row changes) of `txn` to the buffer, sending the buffer first when it is
+    /// full at a statement's end; the FORMAT_DESCRIPTION goes first when
+    /// the session has not had this one.
+    pub(super) async fn buffer_row_events(
+        &mut self,
+        txn: &Transaction,
+        epoch: Epoch,
+        events: &RowEvents,
+        index: usize,
+    ) -> Attempt {
+        if self.binlog_format.as_deref() != Some(events.format.as_slice()) {
+            self.flush_binlog(Some((txn, epoch))).await?;
+            let sql = statement(&events.format);
+            self.exec_text(&sql, Some((txn, epoch))).await?;
+            self.binlog_format = Some(events.format.clone());
+        }
+        let Some(RowEventBytes(bytes)) = events.rows.get(index) else {
+            return Err(self.unplanned(
+                txn,
+                format!(
+                    "the stored row events hold {} row changes, the transaction more",
+                    events.rows.len()
+                ),
+            ));
+        };
+        let parts = split_events(bytes).map_err(|m| self.unplanned(txn, m))?;
+        let limit = BinlogBuffer::limit(self.max_packet);
+        let size: usize = parts.iter().map(|p| p.len()).sum();
+        if size > limit {
+            let packet = self.max_packet;
+            return Err(self.unplanned(
+                txn,
+                format!(
+                    "one row event of {size} bytes does not fit in a BINLOG statement under \
+                     the replica's max_allowed_packet ({packet} bytes): raise \
+                     max_allowed_packet on the replica (SET GLOBAL max_allowed_packet = …, \
+                     then restart shardrep) to at least {} bytes",
+                    size / 3 * 4 + 2048
+                ),
+            ));
+        }
+        if self.binlog.at_statement_end && self.binlog.events.len() + size > limit {
+            self.flush_binlog(Some((txn, epoch))).await?;
+        }
+        let (rows_event, maps) = parts.split_last().expect("at least one event");
+        for map in maps {
+            match table_map_names(map) {
+                Some((schema, table))
+                    if crate::shard::is_catalog_table(
+                        &String::from_utf8_lossy(schema),
+                        &String::from_utf8_lossy(table),
+                    ) => {}
+                _ => self.binlog.events.extend_from_slice(map),
+            }
+        }
+        let catalog = txn
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                crate::event::Change::Rows(r) => Some(r),
+                _ => None,
+            })
+            .nth(index)
+            .map(|r| txn.table_of(r))
+            .is_some_and(|t| crate::shard::is_catalog_table(&t.schema, &t.table));
+        if !catalog {
+            self.binlog.events.extend_from_slice(rows_event);
+            if self.binlog.txns.last() != Some(&txn.seqno) {
+                self.binlog.txns.push(txn.seqno);
+            }
+        }
+        self.binlog.at_statement_end = ends_statement(rows_event);
+        Ok(())
+    }
+
+    /// Sends the buffered row events as one BINLOG statement (nothing when
+    /// the buffer is empty); `at` names the transaction for errors.
+    pub(super) async fn flush_binlog(&mut self, at: Option<(&Transaction, Epoch)>) -> Attempt {
+        if self.binlog.events.is_empty() {
+            self.binlog.txns.clear();
+            return Ok(());
+        }
+        let sql = statement(&self.binlog.events);
+        self.binlog.events.clear();
+        let txns = std::mem::take(&mut self.binlog.txns);
+        self.binlog.at_statement_end = false;
+        self.exec_text(&sql, at)
+            .await
+            .map_err(|(mut error, cause)| {
+                if txns.len() > 1 {
+                    let seqnos: crate::position::SeqnoRanges = txns.into_iter().collect();
+                    error.message = format!(
+                        "{} (in a BINLOG statement with the row events of seqnos {seqnos})",
+                        error.message
+                    );
+                }
+                (error, cause)
+            })
+    }
+
+    /// Forgets buffered events (a failed attempt) and, with `session`, the
+    /// FORMAT_DESCRIPTION the session had (a new session).
+    pub(super) fn reset_binlog(&mut self, session: bool) {
+        self.binlog = BinlogBuffer::default();
+        if session {
+            self.binlog_format = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(type_code: u8, body: &[u8]) -> Vec<u8> {
+        let mut e = vec![0u8; HEADER_LEN];
+        e[TYPE_AT] = type_code;
+        let size = (HEADER_LEN + body.len()) as u32;
+        e[EVENT_SIZE_AT..EVENT_SIZE_AT + 4].copy_from_slice(&size.to_le_bytes());
+        e.extend_from_slice(body);
+        e
+    }
+
+    #[test]
+    fn events_split_and_table_maps_name_their_table() {
+        let mut body = vec![7, 0, 0, 0, 0, 0, 1, 0];
+        body.extend_from_slice(&[2, b'd', b'b', 0, 1, b't', 0]);
+        let map = event(TABLE_MAP, &body);
+        let rows = event(30, &[7, 0, 0, 0, 0, 0, 1, 0]);
+        let mut both = map.clone();
+        both.extend_from_slice(&rows);
+        let parts = split_events(&both).unwrap();
+        assert_eq!(parts, vec![map.as_slice(), rows.as_slice()]);
+        assert_eq!(
+            table_map_names(parts[0]),
+            Some((b"db".as_slice(), b"t".as_slice()))
+        );
+        assert_eq!(table_map_names(parts[1]), None);
+        assert!(ends_statement(parts[1]));
+        let mut cut = both.clone();
+        cut.truncate(both.len() - 1);
+        assert!(split_events(&cut).unwrap_err().contains("damaged"));
+    }
+
+    #[test]
+    fn the_limit_follows_max_allowed_packet_within_bounds() {
+        assert_eq!(BinlogBuffer::limit(0), 4096);
+        assert_eq!(BinlogBuffer::limit(1 << 20), ((1 << 20) - 1024) / 4 * 3);
+        assert_eq!(BinlogBuffer::limit(1 << 30), MAX_STATEMENT_EVENT_BYTES);
+    }
+
+    #[test]
+    fn the_statement_is_base64() {
+        assert_eq!(statement(b"abc"), "BINLOG 'YWJj'");
+    }
+}

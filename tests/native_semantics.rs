@@ -1,0 +1,277 @@
+//! Under `[apply] method = "binlog"` the replica's own row applier
+//! applies the master's row events: the replica ends exactly as a native
+//! replica of the same master, where the `sql` method re-writes rows as
+//! SQL and differs.
+//!
+//! One master workload, two replicas: the sandbox's native replica
+//! (`replica1`, native replication running) and the shardrep target
+//! (`replica2`, native replication stopped). Every table, and every
+//! system-versioned table's whole history, must be equal on both, under
+//! both `binlog_row_metadata` levels:
+//! - triggers on the replicas (as a replica cloned from its master has
+//!   them): row events must not fire them, statement events (a MIXED
+//!   master) must;
+//! - system-versioned tables, with implicit and explicit period columns:
+//!   the history's timestamps are the master's;
+//! - generated columns: stored, virtual, indexed, unique;
+//! - a replica table with an extra trailing column (both replicas).
+
+mod common;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Value;
+
+use common::row_metadata::{RowMetadata, LEVELS};
+use common::service::{
+    create_everywhere, drop_everywhere, master_position, stop_target_slave, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, TARGET,
+};
+use common::{quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+/// The tests of this file one at a time (they set the master's
+/// `binlog_row_metadata`).
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The native replica.
+const NATIVE: Server = Server::Replica(1);
+
+/// The rows `sql` returns on `server`.
+async fn rows(sb: &Sandbox, server: Server, sql: &str) -> Vec<Vec<Value>> {
+    let rows: Vec<mysql_async::Row> = sb.connect(server).await.query(sql).await.unwrap();
+    rows.into_iter().map(|r| r.unwrap()).collect()
+}
+
+/// Asserts that `sql` returns the same rows on the native replica and on
+/// the target; returns how many.
+async fn assert_native_equal(sb: &Sandbox, what: &str, sql: &str) -> usize {
+    let native = rows(sb, NATIVE, sql).await;
+    let target = rows(sb, TARGET, sql).await;
+    assert_eq!(
+        native, target,
+        "{what}: the shardrep replica differs from the native replica ({sql})"
+    );
+    native.len()
+}
+
+/// Runs `statements` on every server with `sql_log_bin = 0` (objects a
+/// replica cloned from its master has).
+async fn everywhere(sb: &Sandbox, statements: &str) {
+    for server in [Server::Master, NATIVE, TARGET] {
+        sb.exec(
+            server,
+            &format!("SET SESSION sql_log_bin = 0; {statements}"),
+        )
+        .await;
+    }
+}
+
+/// Applies the master's binlog from `start` to the target with the
+/// `binlog` method until it reached the master's end, waits for the
+/// native replica too, and stops the service.
+async fn apply_binlog_method(sb: &'static Sandbox, schema: &str, start: &str) {
+    let mut spec = ServiceSpec::new("native", &[schema.to_string()], start);
+    spec.method = Some("binlog");
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    common::wait_replica_caught_up(sb, NATIVE, std::time::Duration::from_secs(120)).await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+}
+
+// Triggers on both replicas: the master's row events carry what its own
+// triggers did (the audit rows), and neither replica fires its trigger
+// for them; statement-format events do fire them, on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triggers_fire_as_under_native_replication() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    for level in LEVELS {
+        let _meta = RowMetadata::set(sb, level).await;
+        let schema = unique_schema("native_trg");
+        let q = quote_ident(&schema);
+        create_everywhere(
+            sb,
+            &schema,
+            &[
+                ("t", "(id INT PRIMARY KEY, v INT NOT NULL)"),
+                (
+                    "audit",
+                    "(id INT AUTO_INCREMENT PRIMARY KEY, tid INT NOT NULL, note VARCHAR(10))",
+                ),
+                ("s", "(id INT PRIMARY KEY)"),
+                ("counter", "(id INT PRIMARY KEY, n INT NOT NULL)"),
+            ],
+        )
+        .await;
+        everywhere(
+            sb,
+            &format!(
+                "INSERT INTO {q}.counter VALUES (1, 0); \
+                 CREATE TRIGGER {q}.t_ai AFTER INSERT ON {q}.t FOR EACH ROW \
+                 INSERT INTO {q}.audit (tid, note) VALUES (NEW.id, 'ins'); \
+                 CREATE TRIGGER {q}.t_au AFTER UPDATE ON {q}.t FOR EACH ROW \
+                 INSERT INTO {q}.audit (tid, note) VALUES (NEW.id, 'upd'); \
+                 CREATE TRIGGER {q}.s_ai AFTER INSERT ON {q}.s FOR EACH ROW \
+                 UPDATE {q}.counter SET n = n + 1 WHERE id = 1"
+            ),
+        )
+        .await;
+        let start = master_position(sb).await;
+        let mut master = sb.connect(Server::Master).await;
+        for i in 0..20 {
+            master
+                .query_drop(format!(
+                    "BEGIN; INSERT INTO {q}.t VALUES ({i}, {i}); \
+                     UPDATE {q}.t SET v = v + 100 WHERE id = {i} DIV 2; COMMIT"
+                ))
+                .await
+                .unwrap();
+        }
+        master
+            .query_drop("SET SESSION binlog_format = 'STATEMENT'")
+            .await
+            .unwrap();
+        for i in 0..10 {
+            master
+                .query_drop(format!("INSERT INTO {q}.s VALUES ({i})"))
+                .await
+                .unwrap();
+        }
+        drop(master);
+        apply_binlog_method(sb, &schema, &start).await;
+        for (table, want) in [("t", 20), ("audit", 40), ("s", 10), ("counter", 1)] {
+            let n = assert_native_equal(
+                sb,
+                &format!("{level}: {table}"),
+                &format!("SELECT * FROM {q}.{table} ORDER BY 1"),
+            )
+            .await;
+            assert_eq!(n, want, "{level}: rows of {table}");
+        }
+        let counter = rows(sb, TARGET, &format!("SELECT n FROM {q}.counter")).await;
+        assert_eq!(
+            counter,
+            vec![vec![Value::Bytes(b"10".to_vec())]],
+            "{level}: the statement events fired the replica's trigger"
+        );
+        drop_everywhere(sb, &[schema]).await;
+    }
+}
+
+// System-versioned tables (implicit and explicit period columns) and
+// generated columns (stored, virtual, indexed, unique), and a replica
+// table with an extra trailing column: the whole history and every
+// column as on the native replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versioned_history_and_generated_columns_are_the_masters() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    for level in LEVELS {
+        let _meta = RowMetadata::set(sb, level).await;
+        let schema = unique_schema("native_ver");
+        let q = quote_ident(&schema);
+        create_everywhere(
+            sb,
+            &schema,
+            &[
+                (
+                    "v1",
+                    "(id INT PRIMARY KEY, x INT NOT NULL) WITH SYSTEM VERSIONING",
+                ),
+                (
+                    "v2",
+                    "(id INT PRIMARY KEY, x INT NOT NULL, \
+                     rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, \
+                     re TIMESTAMP(6) GENERATED ALWAYS AS ROW END, \
+                     PERIOD FOR SYSTEM_TIME (rs, re)) WITH SYSTEM VERSIONING",
+                ),
+                (
+                    "g",
+                    "(id INT PRIMARY KEY, a INT NOT NULL, b INT AS (a * 2) STORED, \
+                     c INT AS (a + 1) VIRTUAL, d VARCHAR(12) AS (CONCAT('k', a)) VIRTUAL, \
+                     UNIQUE KEY (d), KEY (c))",
+                ),
+                ("x", "(id INT PRIMARY KEY, v INT NOT NULL)"),
+            ],
+        )
+        .await;
+        for server in [NATIVE, TARGET] {
+            sb.exec(
+                server,
+                &format!(
+                    "SET SESSION sql_log_bin = 0; \
+                     ALTER TABLE {q}.x ADD COLUMN extra INT NOT NULL DEFAULT 7"
+                ),
+            )
+            .await;
+        }
+        let start = master_position(sb).await;
+        let mut master = sb.connect(Server::Master).await;
+        for i in 0..10 {
+            master
+                .query_drop(format!(
+                    "BEGIN; INSERT INTO {q}.v1 VALUES ({i}, {i}); \
+                     INSERT INTO {q}.v2 (id, x) VALUES ({i}, {i}); \
+                     INSERT INTO {q}.g (id, a) VALUES ({i}, {i}); \
+                     INSERT INTO {q}.x VALUES ({i}, {i}); COMMIT"
+                ))
+                .await
+                .unwrap();
+        }
+        for i in 0..10 {
+            master
+                .query_drop(format!(
+                    "BEGIN; UPDATE {q}.v1 SET x = x + 1 WHERE id = {i}; \
+                     UPDATE {q}.v2 SET x = x + 1 WHERE id = {i}; \
+                     UPDATE {q}.g SET a = a + 100 WHERE id = {i}; \
+                     UPDATE {q}.x SET v = v + 1 WHERE id = {i}; COMMIT"
+                ))
+                .await
+                .unwrap();
+        }
+        master
+            .query_drop(format!(
+                "DELETE FROM {q}.v1 WHERE id < 3; DELETE FROM {q}.v2 WHERE id < 3; \
+                 DELETE FROM {q}.g WHERE id < 3; DELETE FROM {q}.x WHERE id < 3"
+            ))
+            .await
+            .unwrap();
+        drop(master);
+        apply_binlog_method(sb, &schema, &start).await;
+        for (what, sql, want) in [
+            (
+                "v1 history",
+                format!(
+                    "SELECT id, x, row_start, row_end FROM {q}.v1 FOR SYSTEM_TIME ALL \
+                     ORDER BY id, row_start"
+                ),
+                20,
+            ),
+            (
+                "v2 history",
+                format!("SELECT id, x, rs, re FROM {q}.v2 FOR SYSTEM_TIME ALL ORDER BY id, rs"),
+                20,
+            ),
+            (
+                "g",
+                format!("SELECT id, a, b, c, d FROM {q}.g ORDER BY id"),
+                7,
+            ),
+            (
+                "g by its unique key",
+                format!("SELECT d FROM {q}.g FORCE INDEX (d) ORDER BY d"),
+                7,
+            ),
+            ("x", format!("SELECT * FROM {q}.x ORDER BY id"), 7),
+        ] {
+            let n = assert_native_equal(sb, &format!("{level}: {what}"), &sql).await;
+            assert_eq!(n, want, "{level}: rows of {what}");
+        }
+        drop_everywhere(sb, &[schema]).await;
+    }
+}
