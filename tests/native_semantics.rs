@@ -275,3 +275,65 @@ async fn versioned_history_and_generated_columns_are_the_masters() {
         drop_everywhere(sb, &[schema]).await;
     }
 }
+
+// A replica user without BINLOG REPLAY (or SUPER) is refused at the start,
+// before anything on the replica changes (no catalog schema), with the
+// grant to run; with the grant the same start goes ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_binlog_replay_is_refused_before_any_change() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let user = format!("nobl{}", std::process::id());
+    let account = format!("'{user}'@'127.0.0.1'");
+    sb.exec(
+        TARGET,
+        &format!(
+            "SET SESSION sql_log_bin = 0; DROP USER IF EXISTS {account}; \
+             CREATE USER {account} IDENTIFIED BY 'pw'; GRANT ALL ON *.* TO {account}; \
+             REVOKE SUPER, BINLOG REPLAY ON *.* FROM {account}"
+        ),
+    )
+    .await;
+    let start = master_position(sb).await;
+    let mut spec = ServiceSpec::new("nobl", &["nobl_nothing".to_string()], &start);
+    spec.method = Some("binlog");
+    spec.replica_user = Some(user.clone());
+    spec.replica_password = Some("pw".to_string());
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let error = spec
+        .run_until_idle(sb)
+        .expect_err("a start without BINLOG REPLAY")
+        .to_string();
+    assert!(
+        error.contains(&format!(
+            "needs the BINLOG REPLAY privilege (MariaDB 10.5.2 and later; SUPER before) for \
+             [replica] user \"{user}\""
+        )) && error.contains("GRANT BINLOG REPLAY ON *.* TO")
+            && error.contains("Nothing was changed on the replica"),
+        "{error}"
+    );
+    let catalogs = rows(
+        sb,
+        TARGET,
+        &format!(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '{}'",
+            spec.catalog()
+        ),
+    )
+    .await;
+    assert!(catalogs.is_empty(), "the catalog was created: {catalogs:?}");
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; GRANT BINLOG REPLAY ON *.* TO {account}"),
+    )
+    .await;
+    let report = spec.run_until_idle(sb).expect("a start with BINLOG REPLAY");
+    drop(report);
+    spec.remove(sb).await;
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DROP USER {account}"),
+    )
+    .await;
+}

@@ -43,7 +43,9 @@
 #                        both are done),
 #                        shardrep-row and shardrep-shard (shardrep with
 #                        [apply] parallelism = "row" or "shard"; shardrep itself
-#                        runs the default, "row"); shardrep-base runs the
+#                        runs the default, "row"), shardrep-binlog and
+#                        shardrep-sql (shardrep with [apply] method = "binlog"
+#                        or "sql"); shardrep-base runs the
 #                        binary named by CATCHUP_BASE_SHARDREP with the
 #                        settings of shardrep: the same data and table for a
 #                        before/after comparison of two builds
@@ -89,7 +91,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-base shardrep-check"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-binlog shardrep-sql shardrep-base shardrep-check"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -502,6 +504,8 @@ apply_lines() {  # MODE
         shardrep-compound) own='compound_blocks = true' ;;
         shardrep-row) own='parallelism = "row"' ;;
         shardrep-shard) own='parallelism = "shard"' ;;
+        shardrep-binlog) own='method = "binlog"' ;;
+        shardrep-sql) own='method = "sql"' ;;
     esac
     [ -z "$own" ] || echo "$own"
     for e in ${apply_extra[@]+"${apply_extra[@]}"}; do
@@ -655,7 +659,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-base|shardrep-check)
+        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-binlog|shardrep-sql|shardrep-base|shardrep-check)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')

@@ -221,6 +221,9 @@ struct Channel {
     binlog_format: Option<Vec<u8>>,
     /// The replica's `max_allowed_packet`, bytes, read at connect.
     max_packet: usize,
+    /// One BINLOG statement per transaction (set to name the transaction
+    /// of a failed statement that held several).
+    binlog_per_txn: bool,
 }
 
 async fn run(
@@ -533,6 +536,7 @@ impl Channel {
             binlog: binlog::BinlogBuffer::default(),
             binlog_format: None,
             max_packet: max_packet.unwrap_or(1 << 24) as usize,
+            binlog_per_txn: false,
         })
     }
 
@@ -874,6 +878,39 @@ impl Channel {
                 }
             }
         }
+        let attempt = self.try_statements(todo, row).await;
+        match attempt {
+            // A definite error of a BINLOG statement that held several
+            // transactions' row events: run the block again with one
+            // statement per transaction, which names the transaction
+            // (nothing non-transactional ran: such a transaction is
+            // alone in its block).
+            Err((_, ref cause))
+                if self.binlog.failed_shared
+                    && self.non_transactional_ran.is_none()
+                    && !cause.as_ref().is_some_and(|c| {
+                        outcome_unknown(c) || classify(c) == ErrorClass::Transient
+                    }) =>
+            {
+                if self.conn.query_drop("ROLLBACK").await.is_err() {
+                    return attempt;
+                }
+                self.binlog_per_txn = true;
+                let again = self.try_statements(todo, row).await;
+                self.binlog_per_txn = false;
+                again
+            }
+            attempt => attempt,
+        }
+    }
+
+    /// A block statement by statement: START TRANSACTION, each
+    /// transaction, the restart row, COMMIT.
+    async fn try_statements(
+        &mut self,
+        todo: &[&(Arc<Transaction>, Epoch)],
+        row: &RestartRow,
+    ) -> Attempt {
         self.reset_binlog(false);
         self.exec_text("START TRANSACTION", None).await?;
         for (txn, epoch) in todo {

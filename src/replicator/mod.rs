@@ -33,6 +33,7 @@
 //!   the first start's master check, `--skip-seqno`;
 //! - [`service`] and [`state`]: the service around runs, and its states.
 
+mod apply_method;
 mod channels;
 pub mod check;
 mod error;

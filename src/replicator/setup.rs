@@ -78,6 +78,7 @@ pub(super) fn prepare_catalog(
                     &e,
                 )
             })?;
+        super::apply_method::check_apply_method(config, &mut conn).await?;
         let existed =
             first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;

@@ -43,6 +43,9 @@ const TABLE_MAP: u8 = 19;
 /// Rows event flag: last event of a statement.
 const STMT_END_F: u16 = 0x0001;
 
+/// Most rows [`Channel::describe_rows`] names.
+const DESCRIBED_ROWS: usize = 3;
+
 /// Most raw event bytes one BINLOG statement carries when the replica's
 /// `max_allowed_packet` allows more: bounds the text held in memory.
 pub const MAX_STATEMENT_EVENT_BYTES: usize = 16 << 20;
@@ -104,6 +107,9 @@ pub(super) struct BinlogBuffer {
     txns: Vec<crate::position::Seqno>,
     /// The events end with a complete statement: a cut may come here.
     at_statement_end: bool,
+    /// The last BINLOG statement failed holding several transactions'
+    /// events.
+    pub(super) failed_shared: bool,
 }
 
 impl BinlogBuffer {
@@ -113,6 +119,55 @@ impl BinlogBuffer {
     pub(super) fn limit(packet: usize) -> usize {
         (packet.saturating_sub(1024) / 4 * 3).clamp(4096, MAX_STATEMENT_EVENT_BYTES)
     }
+}
+
+/// What a BINLOG statement of `events` holds, for errors: `BINLOG
+/// (N bytes of row events: WRITE_ROWS `db`.`t`, …)`, each kind and table
+/// once, in order.
+fn describe(events: &[u8]) -> String {
+    let mut tables: Vec<(u64, String)> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    for event in split_events(events).unwrap_or_default() {
+        let id = event
+            .get(HEADER_LEN..HEADER_LEN + 6)
+            .map(|b| {
+                let mut id = [0u8; 8];
+                id[..6].copy_from_slice(b);
+                u64::from_le_bytes(id)
+            })
+            .unwrap_or(0);
+        if let Some((schema, table)) = table_map_names(event) {
+            tables.push((
+                id,
+                format!(
+                    "{}.{}",
+                    crate::mysql::quote_ident(&String::from_utf8_lossy(schema)),
+                    crate::mysql::quote_ident(&String::from_utf8_lossy(table))
+                ),
+            ));
+            continue;
+        }
+        let kind = match event.get(TYPE_AT) {
+            Some(23 | 30 | 166 | 169) => "WRITE_ROWS",
+            Some(24 | 31 | 167 | 170) => "UPDATE_ROWS",
+            Some(25 | 32 | 168 | 171) => "DELETE_ROWS",
+            _ => "event",
+        };
+        let table = tables
+            .iter()
+            .rev()
+            .find(|(t, _)| *t == id)
+            .map_or("?", |(_, name)| name.as_str());
+        let part = format!("{kind} {table}");
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+    }
+    format!(
+        "BINLOG ({} bytes of row events: {})",
+        events.len(),
+        parts.join(", ")
+    )
 }
 
 /// The text of `BINLOG '<base64 of events>'`.
@@ -210,21 +265,114 @@ impl Channel {
             return Ok(());
         }
         let sql = statement(&self.binlog.events);
+        let described = describe(&self.binlog.events);
         self.binlog.events.clear();
         let txns = std::mem::take(&mut self.binlog.txns);
         self.binlog.at_statement_end = false;
-        self.exec_text(&sql, at)
-            .await
-            .map_err(|(mut error, cause)| {
-                if txns.len() > 1 {
-                    let seqnos: crate::position::SeqnoRanges = txns.into_iter().collect();
+        let result = self.exec_text(&sql, at).await;
+        let result = match (result, at) {
+            (Err((mut error, cause)), Some((txn, epoch)))
+                if txns.len() == 1
+                    && txns[0] == txn.seqno
+                    && matches!(
+                        error.code,
+                        crate::mysql::error_codes::ER_KEY_NOT_FOUND
+                            | crate::mysql::error_codes::ER_DUP_ENTRY
+                    ) =>
+            {
+                let rows = self.describe_rows(txn, epoch).await;
+                if !rows.is_empty() {
                     error.message = format!(
-                        "{} (in a BINLOG statement with the row events of seqnos {seqnos})",
-                        error.message
+                        "{} (the replica's row applier, applying seqno {}: {rows})",
+                        error.message,
+                        txn.seqno.get()
                     );
                 }
-                (error, cause)
-            })
+                Err((error, cause))
+            }
+            (result, _) => result,
+        };
+        result.map_err(|(mut error, cause)| {
+            error.sql = described;
+            self.binlog.failed_shared = txns.len() > 1;
+            if txns.len() > 1 {
+                let seqnos: crate::position::SeqnoRanges = txns.into_iter().collect();
+                error.message = format!(
+                    "{} (in a BINLOG statement with the row events of seqnos {seqnos})",
+                    error.message
+                );
+            }
+            (error, cause)
+        })
+    }
+
+    /// The rows of `txn`'s row changes by key (at most [`DESCRIBED_ROWS`]),
+    /// for a 1032 or 1062 of the replica's row applier, whose own message
+    /// names neither the schema nor the key: `UPDATE `d`.`k` key `id` = 2`.
+    /// The key is the replica table's primary key, else every column of
+    /// the image; a before image for updates and deletes, the after image
+    /// for inserts.
+    pub(super) async fn describe_rows(&mut self, txn: &Transaction, epoch: Epoch) -> String {
+        let mut described = Vec::new();
+        for change in &txn.changes {
+            let crate::event::Change::Rows(rows) = change else {
+                continue;
+            };
+            let info = txn.table_of(rows);
+            if crate::shard::is_catalog_table(&info.schema, &info.table) {
+                continue;
+            }
+            let Ok(table) = self.replica_table(txn, epoch, info).await else {
+                continue;
+            };
+            for pair in &rows.rows {
+                if described.len() >= DESCRIBED_ROWS {
+                    return described.join("; ");
+                }
+                let Some(image) = pair.before.as_ref().or(pair.after.as_ref()) else {
+                    continue;
+                };
+                let wanted: Vec<u16> = table
+                    .shape
+                    .primary_key
+                    .clone()
+                    .unwrap_or_else(|| image.columns.clone());
+                let pairs: Vec<String> = wanted
+                    .iter()
+                    .filter_map(|&c| {
+                        let at = image.columns.iter().position(|&i| i == c)?;
+                        let column = info.columns.get(usize::from(c))?;
+                        let name = table.shape.columns.get(usize::from(c)).map_or_else(
+                            || format!("@{}", c + 1),
+                            |n| crate::mysql::quote_ident(n),
+                        );
+                        let mut text =
+                            crate::applier::sql::to_param(&image.values[at], column).as_sql(false);
+                        if text.chars().count() > 64 {
+                            text = text.chars().take(64).collect::<String>() + "…";
+                        }
+                        Some(format!("{name} = {text}"))
+                    })
+                    .collect();
+                let kind = match rows.kind {
+                    crate::event::RowKind::Insert => "INSERT",
+                    crate::event::RowKind::Update => "UPDATE",
+                    crate::event::RowKind::Delete => "DELETE",
+                };
+                described.push(format!(
+                    "{kind} {}.{} {} {}",
+                    crate::mysql::quote_ident(&info.schema),
+                    crate::mysql::quote_ident(&info.table),
+                    if table.shape.primary_key.is_some() {
+                        "key"
+                    } else {
+                        "columns"
+                    },
+                    pairs.join(", ")
+                ));
+            }
+        }
+        described.join("; ")
     }
 
     /// Forgets buffered events (a failed attempt) and, with `session`, the
@@ -276,6 +424,22 @@ mod tests {
         assert_eq!(BinlogBuffer::limit(0), 4096);
         assert_eq!(BinlogBuffer::limit(1 << 20), ((1 << 20) - 1024) / 4 * 3);
         assert_eq!(BinlogBuffer::limit(1 << 30), MAX_STATEMENT_EVENT_BYTES);
+    }
+
+    #[test]
+    fn a_statement_is_described_by_its_kinds_and_tables() {
+        let mut body = vec![7, 0, 0, 0, 0, 0, 1, 0];
+        body.extend_from_slice(&[2, b'd', b'b', 0, 1, b't', 0]);
+        let mut events = event(TABLE_MAP, &body);
+        events.extend(event(31, &[7, 0, 0, 0, 0, 0, 1, 0]));
+        events.extend(event(31, &[7, 0, 0, 0, 0, 0, 1, 0]));
+        assert_eq!(
+            describe(&events),
+            format!(
+                "BINLOG ({} bytes of row events: UPDATE_ROWS `db`.`t`)",
+                events.len()
+            )
+        );
     }
 
     #[test]

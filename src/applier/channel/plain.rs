@@ -127,6 +127,9 @@ impl Channel {
                 }
             }
         }
+        if self.binlog_per_txn {
+            self.flush_binlog(Some((txn, epoch))).await?;
+        }
         Ok(())
     }
 
