@@ -49,12 +49,15 @@ async fn rows(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
 // seqnos are its own (tests of one file run at once on one master).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_error_inside_a_batch_rolls_the_whole_block_back() {
-    server_error_inside_a_batch(false).await;
-    server_error_inside_a_batch(true).await;
+    server_error_inside_a_batch("sql", false).await;
+    server_error_inside_a_batch("sql", true).await;
+    // The binlog method: the shared BINLOG statement fails, the block is
+    // run again one statement per transaction, which names the seqno.
+    server_error_inside_a_batch("binlog", true).await;
     compound_blocks_apply_exactly_and_stop_at_a_divergence().await;
 }
 
-async fn server_error_inside_a_batch(compound: bool) {
+async fn server_error_inside_a_batch(method: &'static str, compound: bool) {
     let sb = sandbox();
     stop_target_slave(sb).await;
     let schema = unique_schema("batch_err");
@@ -86,6 +89,7 @@ async fn server_error_inside_a_batch(compound: bool) {
     let mut spec = ServiceSpec::new("batch_err", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
     spec.compound_blocks = compound;
+    spec.method = Some(method);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
@@ -101,7 +105,14 @@ async fn server_error_inside_a_batch(compound: bool) {
         "the error is the UPDATE's: {s}"
     );
     let sql = s["pendingExceptionMessage"].as_str().unwrap_or_default();
-    assert!(sql.starts_with("UPDATE "), "{s}");
+    if method == "sql" {
+        assert!(sql.starts_with("UPDATE "), "{s}");
+    } else {
+        assert!(
+            sql.starts_with("BINLOG (") && sql.contains("UPDATE_ROWS"),
+            "{s}"
+        );
+    }
     // Nothing of the failed block is on the replica, and its restart row
     // has not moved.
     assert_eq!(rows(sb, TARGET, &schema).await, [(100, 5)]);
@@ -160,6 +171,8 @@ async fn compound_blocks_apply_exactly_and_stop_at_a_divergence() {
     }
     sb.exec(Server::Master, &load).await;
     let mut spec = ServiceSpec::new("compound", std::slice::from_ref(&schema), &start);
+    // The compound statements of the SQL method.
+    spec.method = Some("sql");
     spec.channels = 2;
     spec.compound_blocks = true;
     let mut process = spec.spawn(sb, false);

@@ -348,7 +348,9 @@ async fn a_missing_binary_row_names_the_values_matched_on() {
         )],
     )
     .await;
-    let spec = ServiceSpec::new("binmiss", std::slice::from_ref(&schema), &start);
+    let mut spec = ServiceSpec::new("binmiss", std::slice::from_ref(&schema), &start);
+    // The values the SQL method binds are what this test reads.
+    spec.method = Some("sql");
     spec.run_until_idle(sb).expect("first run");
     let mut replica = sb.connect(TARGET).await;
     replica

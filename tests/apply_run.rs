@@ -194,6 +194,8 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
     // The multi-statement form (compound blocks are checked in
     // apply_batch_error).
     spec.compound_blocks = false;
+    // The statements of the SQL method are what this test reads.
+    spec.method = Some("sql");
     let service = spec.service.clone();
     let report = spec.run_until_idle(sb).expect("run succeeds");
     replica
@@ -252,6 +254,8 @@ async fn a_trickling_source_is_committed_in_one_block_within_the_interval() {
     let mut spec = ServiceSpec::new("trickle", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
     spec.block_interval_ms = 4000;
+    // The statements of the SQL method are what this test reads.
+    spec.method = Some("sql");
     let mut replica = sb.connect(REPLICA).await;
     replica
         .query_drop("SET GLOBAL log_output = 'TABLE'; TRUNCATE TABLE mysql.general_log; SET GLOBAL general_log = 1")

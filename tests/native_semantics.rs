@@ -337,3 +337,141 @@ async fn a_user_without_binlog_replay_is_refused_before_any_change() {
     )
     .await;
 }
+
+// Ten kill -9s of shardrep during a catch-up under the binlog method and
+// row parallelism, while the master keeps writing to tables with
+// triggers and a system-versioned table: after the last restart the
+// shardrep replica equals the native replica, history included, and no
+// run logged a duplicate or a missing row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_during_a_binlog_catch_up_leave_it_equal_to_native() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("native_kill");
+    let q = quote_ident(&schema);
+    create_everywhere(
+        sb,
+        &schema,
+        &[
+            ("t", "(id INT PRIMARY KEY, v INT NOT NULL)"),
+            (
+                "audit",
+                "(id INT AUTO_INCREMENT PRIMARY KEY, tid INT NOT NULL, v INT NOT NULL)",
+            ),
+            (
+                "h",
+                "(id INT PRIMARY KEY, x INT NOT NULL) WITH SYSTEM VERSIONING",
+            ),
+        ],
+    )
+    .await;
+    everywhere(
+        sb,
+        &format!(
+            "CREATE TRIGGER {q}.t_au AFTER UPDATE ON {q}.t FOR EACH ROW \
+             INSERT INTO {q}.audit (tid, v) VALUES (NEW.id, NEW.v)"
+        ),
+    )
+    .await;
+    let start = master_position(sb).await;
+    let load = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let sb = sandbox();
+            let mut master = sb.connect(Server::Master).await;
+            for i in 0..40 {
+                master
+                    .query_drop(format!(
+                        "INSERT INTO {q}.t VALUES ({i}, 0); INSERT INTO {q}.h VALUES ({i}, 0)"
+                    ))
+                    .await
+                    .unwrap();
+            }
+            for n in 0..1500 {
+                let id = (n * 7) % 40;
+                master
+                    .query_drop(format!(
+                        "BEGIN; UPDATE {q}.t SET v = v + 1 WHERE id = {id}; \
+                         UPDATE {q}.h SET x = x + 1 WHERE id = {id}; COMMIT"
+                    ))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut spec = ServiceSpec::new("native_kill", std::slice::from_ref(&schema), &start);
+    spec.method = Some("binlog");
+    spec.channels = 8;
+    spec.sync_interval = 100;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut applied = Vec::new();
+    for round in 0..10 {
+        let mut process = spec.spawn(sb, false);
+        wait_for_socket(&spec, &mut process);
+        // Applying (its restart rows moved past the last kill's), then a
+        // kill at a random moment.
+        let before = spec
+            .restart_seqnos(sb)
+            .await
+            .into_iter()
+            .max()
+            .unwrap_or(-1);
+        common::wait_until(
+            "the restart rows move",
+            std::time::Duration::from_secs(60),
+            || async {
+                let now = spec
+                    .restart_seqnos(sb)
+                    .await
+                    .into_iter()
+                    .max()
+                    .unwrap_or(-1);
+                (now > before || load.is_finished()).then_some(())
+            },
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(common::committed_watch::jitter(50, 400)).await;
+        assert!(
+            process.running(),
+            "shardrep died in round {round}:\n{}",
+            process.log_text()
+        );
+        applied.push(spec.restart_seqnos(sb).await);
+        process.kill();
+    }
+    load.await.expect("the workload");
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    common::wait_replica_caught_up(sb, NATIVE, std::time::Duration::from_secs(120)).await;
+    eprintln!("native_kill: restart rows before each kill {applied:?}");
+    let log = process.log_text();
+    for code in ["error 1062", "error 1032"] {
+        assert!(!log.contains(code), "a run logged {code}:\n{log}");
+    }
+    for (what, sql, want) in [
+        ("t", format!("SELECT * FROM {q}.t ORDER BY id"), 40),
+        (
+            "audit",
+            format!("SELECT * FROM {q}.audit ORDER BY id"),
+            1500,
+        ),
+        (
+            "h history",
+            format!(
+                "SELECT id, x, row_start, row_end FROM {q}.h FOR SYSTEM_TIME ALL \
+                 ORDER BY id, row_start"
+            ),
+            1540,
+        ),
+    ] {
+        let n = assert_native_equal(sb, what, &sql).await;
+        assert_eq!(n, want, "rows of {what}");
+    }
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}

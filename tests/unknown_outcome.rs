@@ -372,10 +372,12 @@ async fn a_kill_9_while_a_block_waits_for_a_lock_applies_it_once() {
     let _catalog = spec.drop_catalog_on_panic(sb);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
-    // The block is on the replica, waiting for the lock.
+    // The block is on the replica, waiting for the lock (its UPDATE under
+    // the SQL method, its BINLOG statement under the binlog method; the
+    // tests of this file run one at a time).
     let waiting = format!(
-        "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{}%pk%' \
-         AND ID <> CONNECTION_ID()",
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE (INFO LIKE '%{}%pk%' \
+         OR INFO LIKE 'BINLOG %') AND ID <> CONNECTION_ID()",
         schema
     );
     let orphan: u64 = common::wait_until("the block waiting", Duration::from_secs(60), || {

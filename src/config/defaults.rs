@@ -193,7 +193,7 @@ pub const APPLY_PARALLELISM: Parallelism = Parallelism::Row;
 
 /// `apply.method`: how row changes reach the replica (see
 /// [`ApplyMethod`]).
-pub const APPLY_METHOD: ApplyMethod = ApplyMethod::Sql;
+pub const APPLY_METHOD: ApplyMethod = ApplyMethod::Binlog;
 
 /// `shard_filter.enforce_home`.
 pub const SHARD_FILTER_ENFORCE_HOME: bool = false;

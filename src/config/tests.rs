@@ -128,7 +128,7 @@ fn minimal_config_and_its_defaults() {
             parallelism: Parallelism::Row,
             commit_window_seqnos: 4096,
             compound_blocks: true,
-            method: ApplyMethod::Sql,
+            method: ApplyMethod::Binlog,
         },
         shard_filter: ShardFilterConfig {
             map_file: None,
@@ -203,7 +203,7 @@ retry_max_backoff_ms = 100
 parallelism = "row"
 commit_window_seqnos = 500
 compound_blocks = false
-method = "binlog"
+method = "sql"
 
 [shard_filter]
 map_file = "shard.map"
@@ -270,7 +270,7 @@ socket = "ctl.sock"
             parallelism: Parallelism::Row,
             commit_window_seqnos: 500,
             compound_blocks: false,
-            method: ApplyMethod::Binlog,
+            method: ApplyMethod::Sql,
         }
     );
     assert_eq!(
