@@ -475,3 +475,76 @@ async fn kills_during_a_binlog_catch_up_leave_it_equal_to_native() {
     spec.remove(sb).await;
     drop_everywhere(sb, &[schema]).await;
 }
+
+// One statement whose row events are larger than the replica's
+// max_allowed_packet (64 KiB here: 2,000 rows of 200 bytes in about 50
+// events of 8 KiB) is sent as several BINLOG statements of one
+// transaction, each later one starting with the statement's TABLE_MAP
+// again: every row arrives (without the map the server skips the events
+// silently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_larger_than_max_allowed_packet_is_cut_and_applied_whole() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("native_big");
+    let q = quote_ident(&schema);
+    create_everywhere(
+        sb,
+        &schema,
+        &[("t", "(id INT PRIMARY KEY, pad VARCHAR(200) NOT NULL)")],
+    )
+    .await;
+    let packet: Vec<Vec<Value>> = rows(sb, TARGET, "SELECT @@GLOBAL.max_allowed_packet").await;
+    let packet = match &packet[0][0] {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("max_allowed_packet: {other:?}"),
+    };
+    sb.exec(TARGET, "SET GLOBAL max_allowed_packet = 65536")
+        .await;
+    let _restore = RestoreGlobal {
+        root: sb.root.clone(),
+        sql: format!("SET GLOBAL max_allowed_packet = {packet}"),
+    };
+    let start = master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!(
+            "USE {q}; INSERT INTO {q}.t SELECT seq, REPEAT('x', 200) FROM seq_1_to_2000; \
+             UPDATE {q}.t SET pad = REPEAT('y', 200) WHERE id > 1000"
+        ),
+    )
+    .await;
+    let mut spec = ServiceSpec::new("native_big", std::slice::from_ref(&schema), &start);
+    spec.method = Some("binlog");
+    spec.channels = 2;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    let n = common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t")
+        .await
+        .len();
+    assert_eq!(n, 2000);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}
+
+/// Runs `sql` on the target when dropped, also when the test panics (a
+/// global variable the test changed).
+struct RestoreGlobal {
+    root: std::path::PathBuf,
+    sql: String,
+}
+
+impl Drop for RestoreGlobal {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(self.root.join("scripts/sandbox.sh"))
+            .args(["sql", &TARGET.name(), "-e", &self.sql])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
