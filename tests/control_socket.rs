@@ -456,6 +456,7 @@ const ONLINE_STATUS: &str = "\
 appliedLastEventId             : mariadb-bin.000003:1234
 appliedLastSeqno               : 41
 appliedLatency                 : 0.250
+applyMethod                    : binlog
 applyRateBytesPerSecond        : NONE
 applyRateTransactionsPerSecond : NONE
 blocksCommittedCount           : 0
@@ -522,7 +523,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 54);
+    assert_eq!(v.as_object().unwrap().len(), 55);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

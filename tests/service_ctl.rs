@@ -38,6 +38,7 @@ const STATUS_KEYS: &[&str] = &[
     "skippedSeqnos",
     "openTempTables",
     "parallelism",
+    "applyMethod",
     "dependencyWaitCount",
     "windowWaitCount",
     "fallbackCounts",

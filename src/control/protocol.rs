@@ -602,6 +602,9 @@ pub struct Status {
     /// `parallelism`: `[apply] parallelism` of the configuration, `shard`
     /// or `row`.
     pub parallelism: String,
+    /// `applyMethod`: `[apply] method` of the configuration, `binlog` or
+    /// `sql`.
+    pub apply_method: String,
     /// `dependencyWaitCount`: transactions the row scheduler held back
     /// because the work they depend on was in flight on two or more
     /// channels (a DDL: on another channel than its own), since the
@@ -746,6 +749,7 @@ impl Status {
             skipped_seqnos: None,
             open_temp_tables: 0,
             parallelism: "shard".to_string(),
+            apply_method: "binlog".to_string(),
             dependency_wait_count: 0,
             window_wait_count: 0,
             fallback_counts: None,

@@ -1072,6 +1072,7 @@ impl Service {
             skipped_seqnos: super::skip_ranges(&skipped),
             open_temp_tables: 0,
             parallelism: self.config.apply.parallelism,
+            apply_method: self.config.apply.method,
             row: inner.row_totals.clone(),
             minimum_stored_seqno: inner.last_stored.0,
             maximum_stored_seqno: inner.last_stored.1,

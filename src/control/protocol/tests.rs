@@ -222,6 +222,7 @@ fn status_has_every_key() {
             "appliedLastEventId",
             "appliedLastSeqno",
             "appliedLatency",
+            "applyMethod",
             "applyRateBytesPerSecond",
             "applyRateTransactionsPerSecond",
             "blocksCommittedCount",

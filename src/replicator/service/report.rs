@@ -53,6 +53,8 @@ pub struct StatusSnapshot {
     pub open_temp_tables: u64,
     /// `[apply] parallelism` of the configuration.
     pub parallelism: Parallelism,
+    /// `[apply] method` of the configuration.
+    pub apply_method: crate::config::ApplyMethod,
     /// Row parallelism since the service started: transactions that
     /// waited for their dependencies, and per reason those whose writeset
     /// fell back to a coarser key; of the running run, what is in flight.
