@@ -69,6 +69,7 @@ async fn everywhere(sb: &Sandbox, statements: &str) {
 /// `binlog` method until it reached the master's end, waits for the
 /// native replica too, and stops the service.
 async fn apply_binlog_method(sb: &'static Sandbox, schema: &str, start: &str) {
+    let target_start = rows(sb, TARGET, "SHOW MASTER STATUS").await;
     let mut spec = ServiceSpec::new("native", &[schema.to_string()], start);
     spec.method = Some("binlog");
     let _catalog = spec.drop_catalog_on_panic(sb);
@@ -79,6 +80,44 @@ async fn apply_binlog_method(sb: &'static Sandbox, schema: &str, start: &str) {
     common::wait_replica_caught_up(sb, NATIVE, std::time::Duration::from_secs(120)).await;
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
     spec.remove(sb).await;
+    assert_no_binlog_text_in_the_replicas_binlog(sb, &target_start).await;
+}
+
+/// The target binlogs what shardrep applied (`log_slave_updates` as a
+/// native replica would): its binlog since `start` (a `SHOW MASTER STATUS`
+/// row) must not carry the BINLOG statements' text, which a server with
+/// `binlog_annotate_row_events` logs before every rows event it applies
+/// (a replica binlog 80 times the master's, before the fix).
+async fn assert_no_binlog_text_in_the_replicas_binlog(sb: &Sandbox, start: &[Vec<Value>]) {
+    let text = |v: &Value| match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    };
+    let Some(first) = start.first() else {
+        return; // the target does not binlog
+    };
+    let (file, pos) = (text(&first[0]), text(&first[1]));
+    let logs = rows(sb, TARGET, "SHOW BINARY LOGS").await;
+    let mut annotated = 0;
+    for log in logs.iter().map(|l| text(&l[0])).filter(|l| *l >= file) {
+        let from = if log == file { pos.clone() } else { "4".into() };
+        let events = rows(
+            sb,
+            TARGET,
+            &format!("SHOW BINLOG EVENTS IN '{log}' FROM {from}"),
+        )
+        .await;
+        for e in &events {
+            let info = text(&e[5]);
+            assert!(
+                !info.starts_with("BINLOG '"),
+                "the target's binlog {log} holds a BINLOG statement's text: {}",
+                &info[..info.len().min(200)]
+            );
+            annotated += usize::from(text(&e[2]) == "Annotate_rows");
+        }
+    }
+    eprintln!("target binlog since {file}:{pos}: {annotated} annotations, none a BINLOG statement");
 }
 
 // Triggers on both replicas: the master's row events carry what its own
@@ -532,11 +571,47 @@ async fn a_statement_larger_than_max_allowed_packet_is_cut_and_applied_whole() {
     drop_everywhere(sb, &[schema]).await;
 }
 
-/// Runs `sql` on the target when dropped, also when the test panics (a
-/// global variable the test changed).
+/// Runs `sql` on the target (or `server`) when dropped, also when the
+/// test panics (a global variable the test changed).
 struct RestoreGlobal {
     root: std::path::PathBuf,
     sql: String,
+}
+
+impl RestoreGlobal {
+    /// Restores `variable` of `server` to the value it has now.
+    async fn variable(sb: &Sandbox, server: Server, variable: &str) -> (Server, RestoreGlobalOn) {
+        let value = rows(sb, server, &format!("SELECT @@GLOBAL.{variable}")).await;
+        let value = match &value[0][0] {
+            Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+            other => panic!("{variable}: {other:?}"),
+        };
+        (
+            server,
+            RestoreGlobalOn {
+                root: sb.root.clone(),
+                server: server.name(),
+                sql: format!("SET GLOBAL {variable} = '{value}'"),
+            },
+        )
+    }
+}
+
+/// [`RestoreGlobal`] on any server.
+struct RestoreGlobalOn {
+    root: std::path::PathBuf,
+    server: String,
+    sql: String,
+}
+
+impl Drop for RestoreGlobalOn {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(self.root.join("scripts/sandbox.sh"))
+            .args(["sql", &self.server, "-e", &self.sql])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 impl Drop for RestoreGlobal {
@@ -547,4 +622,94 @@ impl Drop for RestoreGlobal {
             .stderr(std::process::Stdio::null())
             .status();
     }
+}
+
+// A replica column of another type than the master's (INT on the master,
+// BIGINT on both replicas): the replica's row applier converts it as
+// native replication does under the replica's `slave_type_conversions`.
+// With 'ALL_NON_LOSSY' both replicas convert and end equal; with '' (the
+// server's default) the conversion is refused and shardrep stops saying
+// so, with the variable to set as the way out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_difference_converts_as_slave_type_conversions_says() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("native_conv");
+    let q = quote_ident(&schema);
+    create_everywhere(
+        sb,
+        &schema,
+        &[("w", "(id INT PRIMARY KEY, v INT NOT NULL)")],
+    )
+    .await;
+    for server in [NATIVE, TARGET] {
+        sb.exec(
+            server,
+            &format!("SET SESSION sql_log_bin = 0; ALTER TABLE {q}.w MODIFY v BIGINT NOT NULL"),
+        )
+        .await;
+    }
+    let (_, _native) = RestoreGlobal::variable(sb, NATIVE, "slave_type_conversions").await;
+    let (_, _target) = RestoreGlobal::variable(sb, TARGET, "slave_type_conversions").await;
+    for server in [NATIVE, TARGET] {
+        sb.exec(
+            server,
+            "SET GLOBAL slave_type_conversions = 'ALL_NON_LOSSY'",
+        )
+        .await;
+    }
+    let start = master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!(
+            "INSERT INTO {q}.w VALUES (1, -2147483648), (2, 2147483647); \
+             UPDATE {q}.w SET v = v - 1 WHERE id = 2"
+        ),
+    )
+    .await;
+    apply_binlog_method(sb, &schema, &start).await;
+    let n = assert_native_equal(sb, "w", &format!("SELECT * FROM {q}.w ORDER BY id")).await;
+    assert_eq!(n, 2);
+
+    // The server's default on the target: refused, and said so.
+    sb.exec(TARGET, "SET GLOBAL slave_type_conversions = ''")
+        .await;
+    let start = master_position(sb).await;
+    sb.exec(Server::Master, &format!("INSERT INTO {q}.w VALUES (3, 3)"))
+        .await;
+    let mut spec = ServiceSpec::new("native_conv", std::slice::from_ref(&schema), &start);
+    spec.method = Some("binlog");
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    common::service::ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = common::service::status(&spec);
+    // Through a BINLOG statement the server answers 1105 "Unknown error"
+    // (its reason, 1677, goes to its error log only).
+    assert_eq!(s["pendingErrorCode"], 1105, "{s}");
+    let error = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("a column whose type differs from the master's")
+            && error.contains("SET GLOBAL slave_type_conversions = 'ALL_NON_LOSSY'"),
+        "{s}"
+    );
+    // The way out as printed: allow the conversion, go online.
+    sb.exec(
+        TARGET,
+        "SET GLOBAL slave_type_conversions = 'ALL_NON_LOSSY'",
+    )
+    .await;
+    common::service::ctl_ok(&spec, &["online"]);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    common::wait_replica_caught_up(sb, NATIVE, std::time::Duration::from_secs(120)).await;
+    let n = assert_native_equal(sb, "w", &format!("SELECT * FROM {q}.w ORDER BY id")).await;
+    assert_eq!(n, 3);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
 }

@@ -67,6 +67,9 @@ mod xa;
 use crate::applier::session::SessionId;
 use batch::rows_only;
 pub use batch::BATCH_BYTES;
+pub use binlog::{
+    ER_UNKNOWN_ERROR as BINLOG_UNKNOWN_ERROR, UNKNOWN_ERROR_NOTE as BINLOG_UNKNOWN_ERROR_NOTE,
+};
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
 
@@ -383,8 +386,11 @@ fn is_ddl(txn: &Transaction) -> bool {
 async fn open_session(settings: &ChannelSettings) -> Result<(Conn, SessionId), mysql_async::Error> {
     let mut conn = Conn::new(settings.opts.clone()).await?;
     let session = SessionId::of(&mut conn).await;
-    conn.query_drop(session::setup_statement(settings.sql_log_bin))
-        .await?;
+    conn.query_drop(session::setup_statement(
+        settings.sql_log_bin,
+        settings.method,
+    ))
+    .await?;
     Ok((conn, session))
 }
 
@@ -541,7 +547,7 @@ impl Channel {
     }
 
     async fn setup_session(&mut self) -> Result<(), ApplyError> {
-        let setup = session::setup_statement(self.settings.sql_log_bin);
+        let setup = session::setup_statement(self.settings.sql_log_bin, self.settings.method);
         self.session_origin = None;
         self.reset_binlog(true);
         self.conn

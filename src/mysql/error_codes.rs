@@ -53,6 +53,9 @@ pub const ER_LOCK_DEADLOCK: u16 = 1213;
 pub const ER_DUP_ENTRY: u16 = 1062;
 /// `ER_KEY_NOT_FOUND`: can't find record (the replica has diverged).
 pub const ER_KEY_NOT_FOUND: u16 = 1032;
+/// `ER_SLAVE_CONVERSION_FAILED`: the row applier will not convert a
+/// column of the master's type to the replica's (`slave_type_conversions`).
+pub const ER_SLAVE_CONVERSION_FAILED: u16 = 1677;
 
 // ---- DDL that already ran ("exists" / "does not exist")
 

@@ -43,6 +43,20 @@ const TABLE_MAP: u8 = 19;
 /// Rows event flag: last event of a statement.
 const STMT_END_F: u16 = 0x0001;
 
+/// `ER_UNKNOWN_ERROR`: what a BINLOG statement returns when the row
+/// applier refuses a row event for a reason it reports only to the
+/// server's error log (checked on MariaDB 10.11: a column of another type
+/// than the master's without `slave_type_conversions` allowing it).
+pub const ER_UNKNOWN_ERROR: u16 = 1105;
+
+/// What [`ER_UNKNOWN_ERROR`] of a BINLOG statement means, added to its
+/// message.
+pub const UNKNOWN_ERROR_NOTE: &str =
+    "the replica's row applier refused these row events and gives its reason only in \
+     the replica's error log; the usual cause is a column whose type differs from the \
+     master's, which the replica converts only as its slave_type_conversions allows, as \
+     for native replication";
+
 /// Most rows [`Channel::describe_rows`] names.
 const DESCRIBED_ROWS: usize = 3;
 
@@ -315,6 +329,9 @@ impl Channel {
         };
         result.map_err(|(mut error, cause)| {
             error.sql = described;
+            if error.code == ER_UNKNOWN_ERROR {
+                error.message = format!("{} ({UNKNOWN_ERROR_NOTE})", error.message);
+            }
             self.binlog.failed_shared = txns.len() > 1;
             if txns.len() > 1 {
                 let seqnos: crate::position::SeqnoRanges = txns.into_iter().collect();

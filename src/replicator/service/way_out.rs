@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::mysql::error_codes::{
     CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, ER_ACCESS_DENIED_ERROR,
     ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_DUP_ENTRY, ER_KEY_NOT_FOUND,
-    ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+    ER_SLAVE_CONVERSION_FAILED, ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
 };
 use crate::queue::QueueError;
 use crate::replicator::RunError;
@@ -114,6 +114,21 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
                  --skip-seqno {seqno}` if the replica already holds this transaction's changes \
                  (recorded, never applied later); or {reset}",
                 seqno = e.seqno_number()
+            ))
+        }
+        RunError::Apply(SchedulerError::Apply(e))
+            if e.code == ER_SLAVE_CONVERSION_FAILED
+                || (e.code == crate::applier::channel::BINLOG_UNKNOWN_ERROR
+                    && e.message
+                        .contains(crate::applier::channel::BINLOG_UNKNOWN_ERROR_NOTE)) =>
+        {
+            Some(format!(
+                "the replica's column has another type than the master's, and the replica's \
+                 row applier converts only what `slave_type_conversions` allows (as for native \
+                 replication). Either make the column's type the master's, or allow the \
+                 conversion on the replica (`SET GLOBAL slave_type_conversions = \
+                 'ALL_NON_LOSSY'`, or 'ALL_LOSSY' if values may be cut), then {online} retries; \
+                 or {reset}"
             ))
         }
         RunError::Apply(SchedulerError::Apply(e)) => Some(format!(
