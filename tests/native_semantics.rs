@@ -713,3 +713,66 @@ async fn a_type_difference_converts_as_slave_type_conversions_says() {
     spec.remove(sb).await;
     drop_everywhere(sb, &[schema]).await;
 }
+
+// A transaction queued under the "sql" method that the method cannot
+// apply (a system-versioned table's hidden columns) is applied after a
+// switch to "binlog" and a restart: the queue keeps every transaction's
+// row events under either method. The sql method's error says where to
+// go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_from_sql_to_binlog_applies_what_sql_could_not() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let schema = unique_schema("native_switch");
+    let q = quote_ident(&schema);
+    create_everywhere(
+        sb,
+        &schema,
+        &[(
+            "vt",
+            "(id INT PRIMARY KEY, x INT NOT NULL) WITH SYSTEM VERSIONING",
+        )],
+    )
+    .await;
+    let start = master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!("INSERT INTO {q}.vt VALUES (1, 1); UPDATE {q}.vt SET x = 2 WHERE id = 1"),
+    )
+    .await;
+    let mut spec = ServiceSpec::new("native_switch", std::slice::from_ref(&schema), &start);
+    spec.method = Some("sql");
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    common::service::ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "60"],
+    );
+    let s = common::service::status(&spec);
+    let error = s["pendingError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("but the table has 2 columns") && error.contains("\"binlog\" method"),
+        "{s}"
+    );
+    assert!(process.terminate(), "shardrep stops on SIGTERM");
+    spec.method = Some("binlog");
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    common::wait_replica_caught_up(sb, NATIVE, std::time::Duration::from_secs(120)).await;
+    let n = assert_native_equal(
+        sb,
+        "vt history",
+        &format!(
+            "SELECT id, x, row_start, row_end FROM {q}.vt FOR SYSTEM_TIME ALL ORDER BY id, row_start"
+        ),
+    )
+    .await;
+    assert_eq!(n, 2);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}

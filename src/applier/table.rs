@@ -70,7 +70,13 @@ impl ReplicaTable {
 /// names instead of building a key).
 #[derive(Debug, Default)]
 pub struct TableCache {
-    tables: HashMap<String, HashMap<String, Arc<ReplicaTable>>>,
+    /// Each table with the number of columns of the binlog's TABLE_MAP it
+    /// was looked up for: a TABLE_MAP with another count means the table
+    /// changed. (Not the replica's own count: a system-versioned table's
+    /// TABLE_MAP has its hidden period columns, which
+    /// `information_schema.COLUMNS` does not list, so that comparison
+    /// looked the table up again for every transaction.)
+    tables: HashMap<String, HashMap<String, (usize, Arc<ReplicaTable>)>>,
 }
 
 impl TableCache {
@@ -95,8 +101,8 @@ impl TableCache {
             .get(&info.schema)
             .and_then(|tables| tables.get(&info.table))
         {
-            if t.shape.columns.len() == info.columns.len() {
-                return Ok(t.clone());
+            if t.0 == info.columns.len() {
+                return Ok(t.1.clone());
             }
         }
         let names: Option<Vec<String>> = info.columns.iter().map(|c| c.name.clone()).collect();
@@ -204,7 +210,7 @@ impl TableCache {
         self.tables
             .entry(info.schema.clone())
             .or_default()
-            .insert(info.table.clone(), table.clone());
+            .insert(info.table.clone(), (info.columns.len(), table.clone()));
         Ok(table)
     }
 }

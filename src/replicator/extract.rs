@@ -453,7 +453,10 @@ fn extract_thread(
             }
             _ => ExtractPlan::for_queue(endpoint, queue, first).await?,
         }
-        .with_row_events(config.apply.method == crate::config::ApplyMethod::Binlog);
+        // Kept under either method, so that a queue written under "sql"
+        // is applied by the replica's row applier after a switch to
+        // "binlog" (a system-versioned table stops the "sql" method).
+        .with_row_events(true);
         tracing::info!(start = ?plan.start(), next_seqno = next_seqno.get(), "extractor starting");
         let extracted = extract_to_queue(
             endpoint,
