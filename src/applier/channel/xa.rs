@@ -175,6 +175,9 @@ impl Channel {
             .retain(|c| !matches!(c, Change::Statement(s) if is_xa_sql(&s.sql)));
         let own = std::mem::replace(&mut self.conn, xa_conn);
         let own_origin = self.session_origin.take();
+        // The FORMAT_DESCRIPTION the own session had (binlog method): the
+        // XA session gets its own, and the own session's is restored.
+        let own_format = self.binlog_format.take();
         let result = async {
             self.setup_session().await.map_err(|e| (e, None))?;
             self.set_origin(txn, epoch).await?;
@@ -188,6 +191,8 @@ impl Channel {
         .await;
         let xa_conn = std::mem::replace(&mut self.conn, own);
         self.session_origin = own_origin;
+        self.reset_binlog(true);
+        self.binlog_format = own_format;
         let _ = xa_conn.disconnect().await;
         result
     }
