@@ -165,6 +165,7 @@ fn sysbench_txn(rng: &mut Rng, seqno: u64) -> Transaction {
             change(RowKind::Update, Some(key(id + 3)), Some(k(rng))),
         ],
         row_events: None,
+        fragment: None,
     }
 }
 

@@ -15,7 +15,7 @@
 //! | `[service]`      | `name`, `role` |
 //! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
 //! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms`, `allow_native_replication` |
-//! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes` |
+//! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes`, `fragment_bytes` |
 //! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms`, `parallelism`, `commit_window_seqnos`, `compound_blocks`, `method` |
 //! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
 //! | `[control]`      | `socket` |
@@ -450,6 +450,13 @@ pub struct QueueConfig {
     /// `flush_bytes`: flush once this many bytes are unflushed; at least 1,
     /// default 4 MiB (4194304).
     pub flush_bytes: u64,
+    /// `fragment_bytes`: a source transaction whose changes pass this many
+    /// bytes (decoded row images plus the master's row events, approximate)
+    /// is stored as fragments of about this size, each a seqno of its own
+    /// ([`crate::event::Fragment`]), and applied as a stream inside one
+    /// replica transaction; what shardrep holds of one transaction is
+    /// bounded by it. At least 1, default 8 MiB (8388608).
+    pub fragment_bytes: u64,
 }
 
 impl QueueConfig {
@@ -463,6 +470,7 @@ impl QueueConfig {
             segment_size_bytes: defaults::QUEUE_SEGMENT_SIZE_BYTES.default,
             flush_interval_ms: defaults::QUEUE_FLUSH_INTERVAL_MS.default,
             flush_bytes: defaults::QUEUE_FLUSH_BYTES.default,
+            fragment_bytes: defaults::QUEUE_FRAGMENT_BYTES.default,
         }
     }
 }

@@ -66,6 +66,45 @@ pub struct Transaction {
     /// (format 3), not by the transaction's serde layout.
     #[serde(skip)]
     pub row_events: Option<std::sync::Arc<RowEvents>>,
+    /// Set when this record is one fragment of a transaction too large to
+    /// hold in memory whole ([`Fragment`]); `None` for a whole
+    /// transaction. Stored in the queue record beside the transaction
+    /// (format 4), not by the transaction's serde layout.
+    #[serde(skip)]
+    pub fragment: Option<Fragment>,
+}
+
+/// One fragment of a large source transaction. The extractor cuts a
+/// transaction whose changes pass `[queue] fragment_bytes` into
+/// fragments as its events arrive, the way Tungsten Replicator's THL
+/// fragments one (seqno and fragno); here each fragment takes a seqno of
+/// its own, densely, so the queue's records stay one per seqno. The
+/// fragments of one transaction are consecutive seqnos; every fragment
+/// carries the transaction's identity (server id, GTID, commit id) and the
+/// changes of its part, with the table definitions they use. Only the
+/// last one ends the transaction: its `end_position` is the transaction's
+/// restart point, and a channel applies all the fragments inside one
+/// replica transaction that commits with the last one's restart row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fragment {
+    /// 0 for the first fragment of the transaction, then 1, 2, ...
+    pub index: u32,
+    /// Whether this fragment ends the transaction (its COMMIT or XID).
+    pub last: bool,
+}
+
+impl Transaction {
+    /// Whether this record is a fragment that does not end its
+    /// transaction: more fragments follow it at the next seqnos.
+    pub fn continues(&self) -> bool {
+        self.fragment.is_some_and(|f| !f.last)
+    }
+
+    /// Whether this record is a fragment after the first of its
+    /// transaction (it continues what the previous seqno began).
+    pub fn is_continuation(&self) -> bool {
+        self.fragment.is_some_and(|f| f.index > 0)
+    }
 }
 
 /// The master's binlog events behind a transaction's row changes, as it

@@ -349,6 +349,11 @@ where
     let mut reload_after: Option<row::ReloadAfter> = None;
     // The next of `settings.expected_positions` to check.
     let mut next_expected = 0usize;
+    // A large transaction whose fragments are being read (module doc of
+    // `crate::event::Fragment`): the channel its first fragment went to,
+    // or `None` when it was dropped. Its fragments follow it there, and
+    // nothing else is sent until its last.
+    let mut chain: Option<Option<ChannelId>> = None;
     let send = |channel: ChannelId, work: Work| -> Result<(), SchedulerError> {
         senders[channel.index()]
             .send(work)
@@ -499,15 +504,71 @@ where
             // otherwise noted at each placement only).
             row::note_in_flight(&mut placer, progress, &counters.row, channels);
             let last = last_marker.as_deref();
-            if let Some(hold) = settings
-                .hold
-                .as_deref()
-                .filter(|h| h.must_stop(None, last.map(|m| (m.seqno, &m.event_id))))
-            {
+            // Never inside a large transaction: its channel holds it open.
+            if let Some(hold) = settings.hold.as_deref().filter(|h| {
+                chain.is_none() && h.must_stop(None, last.map(|m| (m.seqno, &m.event_id)))
+            }) {
                 hold_here(hold, &last_sent, last)?;
             }
             continue;
         };
+        let continues = txn.continues();
+        if txn.is_continuation() {
+            // The next fragment of a large transaction: where its first
+            // went, without routing, holds or windows (its channel holds
+            // the transaction open until the last fragment).
+            let seqno = txn.seqno;
+            let marker = Arc::new(Marker::new(&txn, epoch, gtid_position));
+            match chain {
+                Some(Some(channel)) => {
+                    let bytes = txn.approx_bytes() as u64;
+                    acquire(bytes)?;
+                    progress.dispatched(&marker);
+                    send(
+                        channel,
+                        Work::Apply {
+                            txn: Arc::new(txn),
+                            epoch,
+                            alone: true,
+                            bytes,
+                            marker: marker.clone(),
+                        },
+                    )?;
+                    last_sent[channel.index()] = Some(seqno);
+                }
+                Some(None) => {
+                    if !continues {
+                        progress.handled(&marker);
+                    }
+                }
+                None if settings.committed.contains(seqno) => {
+                    if !continues {
+                        progress.handled(&marker);
+                    }
+                }
+                None => {
+                    return Err(SchedulerError::Routing {
+                        seqno,
+                        message: format!(
+                            "seqno {} is fragment {} of a large transaction whose first \
+                             fragment this run did not read (the queue or the restart rows \
+                             do not match)",
+                            seqno.get(),
+                            txn.fragment.map_or(0, |f| f.index)
+                        ),
+                    });
+                }
+            }
+            counters
+                .handled_next
+                .store(seqno.get() + 1, Ordering::Release);
+            if !continues {
+                chain = None;
+                last_marker = Some(marker.clone());
+                since_sync += 1;
+            }
+            continue;
+        }
         if let Some(hold) = &settings.hold {
             // The transaction in hand waits while the hold says so (a stop
             // request or an error ends the wait: the hold is dropped then).
@@ -577,10 +638,22 @@ where
             }
             // A DBA's skip is counted in `skipped` only, not as a drop
             // of the shard filter; a seqno committed before the restart
-            // is not counted.
-            Route::Drop { .. } if skipped || committed => progress.handled(&marker),
+            // is not counted. A large transaction's first fragment drops
+            // the whole transaction; the low-water mark passes it only
+            // with its last fragment.
+            Route::Drop { .. } if skipped || committed => {
+                if continues {
+                    chain = Some(None);
+                } else {
+                    progress.handled(&marker);
+                }
+            }
             Route::Drop { reason, warn } => {
-                progress.handled(&marker);
+                if continues {
+                    chain = Some(None);
+                } else {
+                    progress.handled(&marker);
+                }
                 if warn {
                     tracing::warn!(seqno = seqno.get(), shard = %txn.shard, %reason, "transaction dropped");
                 } else {
@@ -593,6 +666,10 @@ where
                 mut critical,
             } => {
                 within_window(seqno)?;
+                if continues {
+                    // A large transaction runs alone on one channel.
+                    critical = true;
+                }
                 let temp_before = temp_tables.count();
                 let pinned = temp_tables.observe(&txn);
                 if pinned {
@@ -679,6 +756,9 @@ where
                         },
                     )?;
                     last_sent[channel.index()] = Some(seqno);
+                    if continues {
+                        chain = Some(Some(channel));
+                    }
                 } else {
                     if critical_channel.take().is_some() {
                         barrier(&last_sent)?;
@@ -729,6 +809,11 @@ where
         counters
             .handled_next
             .store(seqno.get() + 1, Ordering::Release);
+        if continues {
+            // The restart rows never record a position inside a
+            // transaction: markers wait for its last fragment.
+            continue;
+        }
         last_marker = Some(marker.clone());
         since_sync += 1;
         if settings.sync_interval_seqnos > 0 && since_sync >= settings.sync_interval_seqnos {
@@ -919,6 +1004,7 @@ mod tests {
                 thread_id: Some(thread),
             })],
             row_events: None,
+            fragment: None,
         }
     }
 
@@ -1054,6 +1140,129 @@ mod tests {
         let mut seen = seen.lock().unwrap().clone();
         seen.sort_unstable();
         (seen, counters)
+    }
+
+    /// Seqno `seqno` as fragment `index` of a large transaction of `shard`
+    /// (`last`: it ends the transaction).
+    fn fragment(seqno: u64, shard: &str, index: u32, last: bool) -> Transaction {
+        let mut t = txn(seqno, shard, 1, "UPDATE t SET v = 1");
+        t.fragment = Some(crate::event::Fragment { index, last });
+        t
+    }
+
+    /// `Fixed`, with shard `x` dropped.
+    struct DropX;
+
+    impl Router for DropX {
+        fn route(&mut self, txn: &Transaction) -> Route {
+            if txn.shard == "x" {
+                Route::Drop {
+                    reason: "not in the map".into(),
+                    warn: false,
+                }
+            } else {
+                Fixed.route(txn)
+            }
+        }
+    }
+
+    // A large transaction's fragments all go, alone, to the channel its
+    // first fragment is routed to, whatever their own shards say, and the
+    // transactions after it wait for it; a dropped one drops every
+    // fragment.
+    #[test]
+    fn the_fragments_of_a_large_transaction_follow_the_first() {
+        let txns = vec![
+            txn(0, "a", 1, "DELETE FROM t"),
+            txn(1, "b", 1, "DELETE FROM t"),
+            fragment(2, "a", 0, false),
+            fragment(3, "#UNKNOWN", 1, false),
+            fragment(4, "b", 2, true),
+            txn(5, "b", 1, "DELETE FROM t"),
+            fragment(6, "x", 0, false),
+            fragment(7, "a", 1, true),
+            txn(8, "a", 1, "DELETE FROM t"),
+        ];
+        let (seen, counters) = schedule(txns, &mut DropX, 4, |_, _| {});
+        assert_eq!(
+            seen,
+            vec![
+                (0, 1, false),
+                (1, 2, false),
+                (2, 1, true),
+                (3, 1, true),
+                (4, 1, true),
+                (5, 2, false),
+                (8, 1, false),
+            ]
+        );
+        assert_eq!(counters.dropped.load(Ordering::Relaxed), 1);
+    }
+
+    // A stop request in the middle of a large transaction sends every
+    // channel the position before it: the restart rows never record a
+    // position inside a transaction.
+    #[test]
+    fn a_stop_inside_a_large_transaction_stops_before_it() {
+        let txns = vec![
+            txn(0, "a", 1, "DELETE FROM t"),
+            fragment(1, "b", 0, false),
+            fragment(2, "b", 1, false),
+            fragment(3, "b", 2, true),
+        ];
+        let progress = Arc::new(Progress::new(&[None, None, None]));
+        let stops = Arc::new(Mutex::new(Vec::new()));
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for c in 0..3 {
+            let (tx, rx) = crossbeam_channel::bounded::<Work>(16);
+            senders.push(tx);
+            let (progress, stops) = (progress.clone(), stops.clone());
+            threads.push(std::thread::spawn(move || {
+                for work in rx {
+                    match work {
+                        Work::Apply { txn, .. } if !txn.continues() => {
+                            progress.committed_block([txn.seqno]);
+                            progress.set_committed(c, txn.seqno);
+                        }
+                        Work::Stop(marker) => {
+                            stops.lock().unwrap().push(marker.seqno.get());
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }));
+        }
+        let stop = AtomicBool::new(false);
+        let mut queue = txns.into_iter();
+        let marker = run(
+            |_| {
+                let next = queue.next();
+                if next.as_ref().is_some_and(|t| t.seqno == Seqno(2)) {
+                    stop.store(true, Ordering::Release);
+                }
+                Ok(next.map(|txn| Queued {
+                    txn,
+                    epoch: Epoch(0),
+                    gtid_position: GtidPos::new(),
+                }))
+            },
+            &mut Fixed,
+            &senders,
+            &progress,
+            &SchedulerCounters::default(),
+            &stop,
+            &SchedulerSettings::until(Seqno(3)),
+        )
+        .unwrap();
+        assert_eq!(marker.map(|m| m.seqno), Some(Seqno(0)));
+        drop(senders);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*stops.lock().unwrap(), vec![0, 0, 0]);
+        assert_eq!(progress.low_water(), Some(Seqno(0)));
     }
 
     // Consecutive critical transactions of shards routed to different

@@ -224,6 +224,7 @@ fn fixture() -> Vec<(Transaction, ExtractorProgress)> {
             tables: if s == 2 { vec![] } else { vec![table()] },
             changes,
             row_events: None,
+            fragment: None,
         };
         if let Some(g) = txn.gtid {
             shardrep::position::GtidPos::update(&mut gtid_pos, g);

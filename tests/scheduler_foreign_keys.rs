@@ -45,6 +45,7 @@ fn txn(seqno: u64, shard: &str, ddl: Option<&str>) -> Transaction {
             .into_iter()
             .collect(),
         row_events: None,
+        fragment: None,
     }
 }
 

@@ -43,24 +43,25 @@ fn proxy(sb: &Sandbox) -> FaultProxy {
 // Every kind of block, each with the reply to its COMMIT lost: a keyless
 // INSERT, a primary-key INSERT, an UPDATE, a DELETE, a block of many
 // transactions, a statement-format transaction (the statement-at-a-time
-// path), and DDL; with compound blocks and with multi-statement blocks,
-// in row and in shard parallelism. Each ends equal to the master, the
+// path), and DDL; under the binlog method (BINLOG statements) and the SQL
+// method with compound blocks and with multi-statement blocks, in row and
+// in shard parallelism. Each ends equal to the master, the
 // service ONLINE with no error, the log saying "committed", and status
 // counting each such block once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_reply_is_answered_by_the_restart_row() {
     let _lock = LOCK.lock().await;
     for parallelism in ["row", "shard"] {
-        for compound in [true, false] {
-            lost_replies(parallelism, compound).await;
+        for (method, compound) in [("binlog", true), ("sql", true), ("sql", false)] {
+            lost_replies(parallelism, method, compound).await;
         }
     }
 }
 
-async fn lost_replies(parallelism: &'static str, compound: bool) {
+async fn lost_replies(parallelism: &'static str, method: &'static str, compound: bool) {
     let sb = sandbox();
     stop_target_slave(sb).await;
-    let schema = unique_schema(&format!("lost_{parallelism}_{compound}"));
+    let schema = unique_schema(&format!("lost_{parallelism}_{method}_{compound}"));
     let q = quote_ident(&schema);
     create_everywhere(
         sb,
@@ -77,6 +78,7 @@ async fn lost_replies(parallelism: &'static str, compound: bool) {
     spec.channels = 2;
     spec.parallelism = parallelism;
     spec.compound_blocks = compound;
+    spec.method = Some(method);
     spec.replica_port = Some(proxy.port());
     let _catalog = spec.drop_catalog_on_panic(sb);
     let mut process = spec.spawn(sb, false);
@@ -127,12 +129,12 @@ async fn lost_replies(parallelism: &'static str, compound: bool) {
         proxy.lose_commit_replies(false);
         assert!(
             proxy.lost_replies() > lost_before,
-            "{what} ({parallelism}, compound {compound}): no COMMIT reply was lost"
+            "{what} ({parallelism}, {method}, compound {compound}): no COMMIT reply was lost"
         );
         assert!(
             count(&after, "unknownOutcomeCommittedCount")
                 > count(&before, "unknownOutcomeCommittedCount"),
-            "{what} ({parallelism}, compound {compound}): no block counted committed: {after}"
+            "{what} ({parallelism}, {method}, compound {compound}): no block counted committed: {after}"
         );
         assert_eq!(after["state"], "ONLINE", "{what}: {after}");
     }

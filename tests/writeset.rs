@@ -479,6 +479,7 @@ fn key_of(w: &Writesets, value: &[u8]) -> Option<u64> {
             }],
         })],
         row_events: None,
+        fragment: None,
     };
     let mut out = Writeset::default();
     w.writeset(&txn, &mut out);

@@ -128,5 +128,6 @@ pub fn oltp_write_txn(rng: &mut Rng, seqno: u64, shard: &str) -> Transaction {
             rows_change(RowKind::Insert, None, Some(inserted)),
         ],
         row_events: None,
+        fragment: None,
     }
 }

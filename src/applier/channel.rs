@@ -58,6 +58,7 @@ use crate::shard::temp_tables::TempTables;
 
 mod batch;
 mod binlog;
+mod fragments;
 mod non_transactional;
 mod outcome;
 mod plain;
@@ -70,6 +71,7 @@ pub use batch::BATCH_BYTES;
 pub use binlog::{
     ER_UNKNOWN_ERROR as BINLOG_UNKNOWN_ERROR, UNKNOWN_ERROR_NOTE as BINLOG_UNKNOWN_ERROR_NOTE,
 };
+pub use fragments::FragmentSource;
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
 
@@ -106,6 +108,10 @@ pub struct ChannelSettings {
     pub compound_blocks: bool,
     /// How row changes reach the replica (`[apply] method`).
     pub method: crate::config::ApplyMethod,
+    /// Reads a large transaction's fragments again from the queue, for
+    /// its retries (module `fragments`); `None`: such a retry stops the
+    /// channel instead.
+    pub fragments: Option<FragmentSource>,
 }
 
 /// Where a channel starts: its restart row as read at the start of the
@@ -281,6 +287,26 @@ async fn work(
                     progress.set_marker(index, marker);
                 }
                 progress.set_committed(index, through);
+            }
+            Work::Apply {
+                txn,
+                epoch,
+                bytes,
+                marker,
+                ..
+            } if txn.continues() => {
+                match channel
+                    .apply_fragments(txn, epoch, bytes, marker, input)
+                    .await?
+                {
+                    fragments::ChainEnd::Committed(marker) => {
+                        let through = marker.seqno;
+                        progress.set_marker(index, marker);
+                        progress.set_committed(index, through);
+                    }
+                    fragments::ChainEnd::Stopped(marker) => pending = Some(Work::Stop(marker)),
+                    fragments::ChainEnd::Closed => return Ok(()),
+                }
             }
             Work::Apply {
                 txn,

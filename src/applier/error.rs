@@ -268,6 +268,7 @@ mod block_error_tests {
             tables: Vec::new(),
             changes: Vec::new(),
             row_events: None,
+            fragment: None,
         };
         (Arc::new(t), Epoch(0))
     }

@@ -143,6 +143,9 @@ pub const QUEUE_FLUSH_INTERVAL_MS: IntKey<u64> =
     IntKey::new("queue.flush_interval_ms", 100, POSITIVE);
 /// `queue.flush_bytes`: 4 MiB.
 pub const QUEUE_FLUSH_BYTES: IntKey<u64> = IntKey::new("queue.flush_bytes", 4 << 20, POSITIVE);
+/// `queue.fragment_bytes`: 8 MiB.
+pub const QUEUE_FRAGMENT_BYTES: IntKey<u64> =
+    IntKey::new("queue.fragment_bytes", 8 << 20, POSITIVE);
 
 /// `apply.channels`.
 pub const APPLY_CHANNELS: IntKey<u16> = IntKey::new("apply.channels", 8, Bounds::new(1, 256));

@@ -432,6 +432,7 @@ impl<'a> Builder<'a> {
                 .int(&defaults::QUEUE_SEGMENT_SIZE_BYTES, raw.segment_size_bytes),
             flush_interval_ms: self.int(&defaults::QUEUE_FLUSH_INTERVAL_MS, raw.flush_interval_ms),
             flush_bytes: self.int(&defaults::QUEUE_FLUSH_BYTES, raw.flush_bytes),
+            fragment_bytes: self.int(&defaults::QUEUE_FRAGMENT_BYTES, raw.fragment_bytes),
         }
     }
 

@@ -82,6 +82,7 @@ pub(super) struct RawQueue {
     pub(super) segment_size_bytes: Option<Int>,
     pub(super) flush_interval_ms: Option<Int>,
     pub(super) flush_bytes: Option<Int>,
+    pub(super) fragment_bytes: Option<Int>,
 }
 
 /// `[apply]` as written.

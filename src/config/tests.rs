@@ -115,6 +115,7 @@ fn minimal_config_and_its_defaults() {
             segment_size_bytes: 67_108_864,
             flush_interval_ms: 100,
             flush_bytes: 4_194_304,
+            fragment_bytes: 8_388_608,
         },
         apply: ApplyConfig {
             channels: 8,
@@ -191,6 +192,7 @@ retention_seqnos = 50
 segment_size_bytes = 1000
 flush_interval_ms = 7
 flush_bytes = 99
+fragment_bytes = 4096
 
 [apply]
 channels = 256
@@ -254,6 +256,7 @@ socket = "ctl.sock"
             segment_size_bytes: 1000,
             flush_interval_ms: 7,
             flush_bytes: 99,
+            fragment_bytes: 4096,
         }
     );
     assert_eq!(

@@ -113,6 +113,7 @@ impl Config {
         }
         p.int(&defaults::QUEUE_FLUSH_INTERVAL_MS, q.flush_interval_ms);
         p.int(&defaults::QUEUE_FLUSH_BYTES, q.flush_bytes);
+        p.int(&defaults::QUEUE_FRAGMENT_BYTES, q.fragment_bytes);
 
         let a = &self.apply;
         p.int(&defaults::APPLY_CHANNELS, a.channels);

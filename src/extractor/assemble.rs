@@ -21,8 +21,8 @@
 use std::borrow::Cow;
 
 use crate::event::{
-    Change, RowEventBytes, RowEvents, RowsChange, SessionContext, Statement, Transaction,
-    UNKNOWN_SHARD,
+    Change, Fragment, RowEventBytes, RowEvents, RowImage, RowsChange, SessionContext, Statement,
+    Transaction, UNKNOWN_SHARD,
 };
 use crate::position::{BinlogPosition, Gtid, GtidPos, Seqno};
 use crate::shard::statement::{is_transaction_control, statement_shard};
@@ -32,6 +32,13 @@ use super::{BinlogEvent, EventBody, ExtractError, TableIdMap};
 /// MariaDB GTID event flag `FL_STANDALONE`: a single statement without
 /// BEGIN/COMMIT follows.
 pub const GTID_FL_STANDALONE: u8 = 1;
+
+/// MariaDB GTID event flag `FL_PREPARED_XA`: the group ends with XA
+/// PREPARE.
+pub const GTID_FL_PREPARED_XA: u8 = 64;
+
+/// MariaDB GTID event flag `FL_COMPLETED_XA`: XA COMMIT or XA ROLLBACK.
+pub const GTID_FL_COMPLETED_XA: u8 = 128;
 
 /// A transaction being assembled.
 #[derive(Debug)]
@@ -52,6 +59,30 @@ struct Open {
     /// A TABLE_MAP or rows event came without its raw bytes: the
     /// transaction gets no [`RowEvents`].
     raw_missing: bool,
+    /// An XA transaction (GTID flag `FL_PREPARED_XA` or
+    /// `FL_COMPLETED_XA`): never cut into fragments (its XA START is
+    /// placed at the front when it ends).
+    xa: bool,
+    /// Approximate bytes of the changes and row events since the last cut
+    /// ([`Assembler::set_fragment_bytes`]).
+    bytes: usize,
+    /// The index the next fragment gets (0 until a first cut).
+    fragment_index: u32,
+    /// Where the next fragment starts: the transaction's start, then the
+    /// end of the last fragment cut.
+    fragment_start: BinlogPosition,
+    /// The raw TABLE_MAPs of the current statement (before its first rows
+    /// event), kept while fragments are cut: a fragment that starts in the
+    /// middle of a statement sends them again, since a rows event whose
+    /// table id is not mapped is skipped by the server without an error.
+    stmt_maps: Vec<u8>,
+    /// The next rows entry needs `stmt_maps` in front (a cut came before
+    /// it, or the rows before it were skipped).
+    resend_maps: bool,
+    /// Resumed inside this transaction ([`Assembler::resume_inside`]):
+    /// changes of events that end at or before this position are in the
+    /// queue already and are skipped.
+    skip_through: Option<BinlogPosition>,
 }
 
 /// Turns decoded events into transactions, assigning dense seqnos.
@@ -79,6 +110,13 @@ pub struct Assembler {
     capacity_hint: (usize, usize),
     /// The raw FORMAT_DESCRIPTION in force (see [`Assembler::push_raw`]).
     format_event: Option<Vec<u8>>,
+    /// Cut a transaction into fragments past this many bytes
+    /// ([`Assembler::set_fragment_bytes`]); `None`: never.
+    fragment_bytes: Option<usize>,
+    /// The next transaction opened continues one whose first fragments are
+    /// stored: skip through this position, number fragments from this
+    /// index ([`Assembler::resume_inside`]).
+    resume_inside: Option<(BinlogPosition, u32)>,
 }
 
 /// Largest capacity a new transaction reserves from the previous one's size.
@@ -98,7 +136,30 @@ impl Assembler {
             gtid_pos,
             capacity_hint: (0, 0),
             format_event: None,
+            fragment_bytes: None,
+            resume_inside: None,
         }
+    }
+
+    /// Cuts a transaction into fragments ([`crate::event::Fragment`]) as
+    /// its events arrive, once its changes since the last cut pass `bytes`
+    /// (approximate: decoded row images plus raw row events); `None`:
+    /// transactions are returned whole. A cut comes only right after a
+    /// rows event, never inside an XA transaction or a standalone
+    /// statement; each fragment takes the next seqno.
+    pub fn set_fragment_bytes(&mut self, bytes: Option<usize>) {
+        self.fragment_bytes = bytes.map(|b| b.max(1));
+    }
+
+    /// The next transaction (the one that starts at
+    /// [`Assembler::resume_position`]) continues a transaction whose
+    /// fragments up to index `next_index - 1` are stored, the last of them
+    /// ending at `stored_through`: its events up to there are read for
+    /// their state (TABLE_MAPs) only, and its fragments continue from
+    /// `next_index`. Used when an extraction resumes after a stop in the
+    /// middle of a large transaction.
+    pub fn resume_inside(&mut self, stored_through: BinlogPosition, next_index: u32) {
+        self.resume_inside = Some((stored_through, next_index));
     }
 
     /// The seqno the next completed transaction will get.
@@ -132,7 +193,11 @@ impl Assembler {
     /// Forgets a partly received transaction (after a connection loss); the
     /// source must resume at [`Assembler::resume_position`].
     pub fn discard_partial(&mut self) {
-        self.open = None;
+        if let Some(open) = self.open.take().filter(|o| o.fragment_index > 0) {
+            // Fragments of it are out already: the transaction read again
+            // from its start continues after them.
+            self.resume_inside = Some((open.fragment_start, open.fragment_index));
+        }
         self.pending_gtid = None;
         self.pending_context = SessionContext::default();
     }
@@ -167,6 +232,12 @@ impl Assembler {
         end: &BinlogPosition,
         raw: Option<Vec<u8>>,
     ) -> Result<Option<Transaction>, ExtractError> {
+        let skipping = self.open.as_ref().is_some_and(|o| {
+            o.skip_through
+                .as_ref()
+                .is_some_and(|through| end <= through)
+        });
+        let fragmenting = self.fragment_bytes.is_some();
         match (&event.body, raw) {
             (EventBody::FormatDescription(_), raw) => self.format_event = raw,
             (EventBody::TableMap(_), raw) => {
@@ -182,12 +253,23 @@ impl Assembler {
                     match raw {
                         Some(raw) if !open.raw_missing => {
                             let mut bytes = std::mem::take(&mut open.maps);
+                            if fragmenting {
+                                if !bytes.is_empty() {
+                                    open.stmt_maps.clone_from(&bytes);
+                                } else if open.resend_maps {
+                                    bytes.clone_from(&open.stmt_maps);
+                                }
+                                open.resend_maps = skipping;
+                            }
                             if bytes.is_empty() {
                                 bytes = raw;
                             } else {
                                 bytes.extend_from_slice(&raw);
                             }
-                            open.row_events.push(RowEventBytes(bytes));
+                            if !skipping {
+                                open.bytes += bytes.len();
+                                open.row_events.push(RowEventBytes(bytes));
+                            }
                         }
                         _ => open.raw_missing = true,
                     }
@@ -210,6 +292,7 @@ impl Assembler {
                 let mut open = self.open_txn(header.server_id, Some(gtid), commit_id, &position);
                 open.standalone = flags & GTID_FL_STANDALONE != 0;
                 open.explicit = !open.standalone;
+                open.xa = flags & (GTID_FL_PREPARED_XA | GTID_FL_COMPLETED_XA) != 0;
                 self.open = Some(open);
                 Ok(None)
             }
@@ -268,6 +351,18 @@ impl Assembler {
                     }
                 };
                 let open = self.open.as_mut().expect("opened above");
+                if open
+                    .skip_through
+                    .as_ref()
+                    .is_some_and(|through| end <= through)
+                {
+                    // Stored in a fragment already.
+                    if end >= open.skip_through.as_ref().expect("checked") {
+                        open.skip_through = None;
+                    }
+                    return Ok(None);
+                }
+                open.bytes += statement.sql.len();
                 open.txn.changes.push(Change::Statement(statement));
                 if standalone {
                     Ok(Some(self.finish(header.timestamp, end)))
@@ -336,6 +431,7 @@ impl Assembler {
                 flags,
                 rows,
             } => {
+                let fragment_bytes = self.fragment_bytes;
                 let open = self.require_open(&position, "rows")?;
                 let Some(&table) = open.table_index.get(&table_id) else {
                     return Err(sequence(
@@ -343,18 +439,43 @@ impl Assembler {
                         &format!("rows event for table id {table_id} without a TABLE_MAP in its transaction"),
                     ));
                 };
+                let skip = open
+                    .skip_through
+                    .as_ref()
+                    .is_some_and(|through| end <= through);
+                if skip {
+                    if end >= open.skip_through.as_ref().expect("checked") {
+                        open.skip_through = None;
+                    }
+                    return Ok(None);
+                }
+                if fragment_bytes.is_some() {
+                    open.bytes += 64
+                        + rows
+                            .iter()
+                            .map(|p| {
+                                16 + p.before.as_ref().map_or(0, RowImage::approx_bytes)
+                                    + p.after.as_ref().map_or(0, RowImage::approx_bytes)
+                            })
+                            .sum::<usize>();
+                }
                 open.txn.changes.push(Change::Rows(RowsChange {
                     table,
                     kind,
                     flags,
                     rows,
                 }));
+                let cut = fragment_bytes
+                    .is_some_and(|limit| open.bytes >= limit && open.explicit && !open.xa);
+                if cut {
+                    return Ok(Some(self.cut(header.timestamp, end)));
+                }
                 Ok(None)
             }
             EventBody::AnnotateRows(sql) => {
                 // An annotation belongs to a transaction; outside one (never
                 // seen in practice) it has nothing to describe.
-                if let Some(open) = self.open.as_mut() {
+                if let Some(open) = self.open.as_mut().filter(|o| o.skip_through.is_none()) {
                     open.txn.changes.push(Change::Annotation(sql));
                 }
                 Ok(None)
@@ -426,12 +547,16 @@ impl Assembler {
     }
 
     fn open_txn(
-        &self,
+        &mut self,
         server_id: u32,
         gtid: Option<Gtid>,
         commit_id: Option<u64>,
         position: &BinlogPosition,
     ) -> Open {
+        let (skip_through, fragment_index, fragment_start) = match self.resume_inside.take() {
+            Some((through, index)) => (Some(through.clone()), index, through),
+            None => (None, 0, position.clone()),
+        };
         Open {
             txn: Transaction {
                 seqno: self.next_seqno,
@@ -445,6 +570,7 @@ impl Assembler {
                 tables: Vec::with_capacity(self.capacity_hint.1),
                 changes: Vec::with_capacity(self.capacity_hint.0),
                 row_events: None,
+                fragment: None,
             },
             table_index: TableIdMap::default(),
             standalone: false,
@@ -452,7 +578,52 @@ impl Assembler {
             maps: Vec::new(),
             row_events: Vec::new(),
             raw_missing: false,
+            xa: false,
+            bytes: 0,
+            fragment_index,
+            fragment_start,
+            stmt_maps: Vec::new(),
+            resend_maps: skip_through.is_some(),
+            skip_through,
         }
+    }
+
+    /// Cuts the open transaction's changes so far into a fragment that
+    /// ends at `end` (after a rows event); the transaction stays open.
+    fn cut(&mut self, timestamp: u32, end: &BinlogPosition) -> Transaction {
+        let seqno = self.next_seqno;
+        let format = self.format_event.clone();
+        let open = self.open.as_mut().expect("caller checked");
+        let rows = std::mem::take(&mut open.row_events);
+        let row_events = match format {
+            Some(format) if !open.raw_missing && !rows.is_empty() => {
+                Some(std::sync::Arc::new(RowEvents { format, rows }))
+            }
+            _ => None,
+        };
+        let mut fragment = Transaction {
+            seqno,
+            server_id: open.txn.server_id,
+            gtid: open.txn.gtid,
+            commit_id: open.txn.commit_id,
+            start_position: std::mem::replace(&mut open.fragment_start, end.clone()),
+            end_position: end.clone(),
+            commit_timestamp: timestamp,
+            shard: String::new(),
+            tables: open.txn.tables.clone(),
+            changes: std::mem::take(&mut open.txn.changes),
+            row_events,
+            fragment: Some(Fragment {
+                index: open.fragment_index,
+                last: false,
+            }),
+        };
+        open.fragment_index += 1;
+        open.bytes = 0;
+        open.resend_maps = true;
+        fragment.shard = shard_of(&fragment);
+        self.next_seqno = self.next_seqno.next();
+        fragment
     }
 
     fn finish(&mut self, timestamp: u32, end: &BinlogPosition) -> Transaction {
@@ -460,8 +631,18 @@ impl Assembler {
             mut txn,
             row_events,
             raw_missing,
+            fragment_index,
+            fragment_start,
             ..
         } = self.open.take().expect("caller checked");
+        txn.seqno = self.next_seqno;
+        if fragment_index > 0 {
+            txn.start_position = fragment_start;
+            txn.fragment = Some(Fragment {
+                index: fragment_index,
+                last: true,
+            });
+        }
         if !raw_missing && !row_events.is_empty() {
             if let Some(format) = &self.format_event {
                 txn.row_events = Some(std::sync::Arc::new(RowEvents {

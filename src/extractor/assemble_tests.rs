@@ -408,3 +408,172 @@ fn database_statements_give_their_database() {
     let shards: Vec<&str> = txns.iter().map(|t| t.shard.as_str()).collect();
     assert_eq!(shards, ["foo", "a`b", UNKNOWN_SHARD]);
 }
+
+/// A transaction of ten single-row inserts in one statement (the TABLE_MAP
+/// once, before the first), as events at offsets 100, 110, ...
+fn large_transaction() -> Vec<EventBody> {
+    let mut bodies = vec![gtid(1, 0), mapped(table(5, "db"))];
+    for v in 0..10 {
+        let mut rows = insert(5, v);
+        if let EventBody::Rows { flags, .. } = &mut rows {
+            // STMT_END only on the last rows event of the statement.
+            *flags = u16::from(v == 9);
+        }
+        bodies.push(rows);
+    }
+    bodies.push(EventBody::Xid(1));
+    bodies
+}
+
+/// Feeds `bodies` (offsets as [`run`]) with raw bytes: a TABLE_MAP's raw
+/// event is `b"MAP"`, a rows event's `b"ROW<n>"`.
+fn run_raw(a: &mut Assembler, bodies: Vec<EventBody>) -> Result<Vec<Transaction>, ExtractError> {
+    let mut out = Vec::new();
+    a.push_raw(
+        event(
+            4,
+            EventBody::FormatDescription(crate::extractor::FormatDescription {
+                binlog_version: 4,
+                server_version: "10.11".into(),
+                post_header_lengths: Vec::new(),
+                checksum: crate::extractor::ChecksumAlg::None,
+            }),
+        ),
+        &pos(4),
+        Some(b"FDE".to_vec()),
+    )?;
+    for (i, body) in bodies.into_iter().enumerate() {
+        let offset = 100 + 10 * i as u64;
+        let raw = match &body {
+            EventBody::TableMap(_) => Some(b"MAP".to_vec()),
+            EventBody::Rows { rows, .. } => match rows[0].after.as_ref().map(|r| &r.values[0]) {
+                Some(Value::Int(v)) => Some(format!("ROW{v}").into_bytes()),
+                _ => Some(b"ROW".to_vec()),
+            },
+            _ => None,
+        };
+        if let Some(t) = a.push_raw(event(offset, body), &pos(offset + 10), raw)? {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+fn inserted(txns: &[Transaction]) -> Vec<i64> {
+    txns.iter()
+        .flat_map(|t| &t.changes)
+        .filter_map(|c| match c {
+            Change::Rows(r) => match r.rows[0].after.as_ref().map(|i| &i.values[0]) {
+                Some(Value::Int(v)) => Some(*v),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Past `fragment_bytes` a transaction comes out as fragments: dense
+/// seqnos, indexes from 0, only the last marked last and ending at the
+/// XID; positions chained; every change once, in order; each fragment with
+/// the table definitions it uses and, mid-statement, the statement's
+/// TABLE_MAP in front of its first rows event (the server skips a rows
+/// event whose table id is not mapped).
+#[test]
+fn a_large_transaction_is_cut_into_fragments() {
+    let mut a = Assembler::new(Seqno(3), pos(4), GtidPos::new());
+    a.set_fragment_bytes(Some(300));
+    let txns = run_raw(&mut a, large_transaction()).unwrap();
+    assert!(txns.len() >= 3, "{} fragments", txns.len());
+    for (i, t) in txns.iter().enumerate() {
+        assert_eq!(t.seqno, Seqno(3 + i as u64));
+        let f = t.fragment.expect("a fragment");
+        assert_eq!(f.index, i as u32);
+        assert_eq!(f.last, i == txns.len() - 1);
+        assert_eq!(t.gtid, Some(Gtid::new(0, 7, 1)));
+        assert_eq!(
+            t.shard,
+            if t.changes.is_empty() {
+                UNKNOWN_SHARD
+            } else {
+                "db"
+            }
+        );
+        assert_eq!(t.tables.len(), 1);
+        if i > 0 {
+            assert_eq!(t.start_position, txns[i - 1].end_position);
+        }
+        if let Some(events) = &t.row_events {
+            assert_eq!(events.format, b"FDE");
+            assert!(
+                events.rows[0].0.starts_with(b"MAP"),
+                "fragment {i} starts without its map: {:?}",
+                String::from_utf8_lossy(&events.rows[0].0)
+            );
+            assert_eq!(events.rows.len(), t.changes.len());
+        }
+    }
+    assert_eq!(txns[0].start_position, pos(100));
+    assert_eq!(txns.last().unwrap().end_position, pos(230));
+    assert_eq!(inserted(&txns), (0..10).collect::<Vec<_>>());
+    assert_eq!(a.resume_position(), &pos(230));
+    assert_eq!(a.next_seqno(), Seqno(3 + txns.len() as u64));
+    // Without a bound, one whole transaction.
+    let mut whole = Assembler::new(Seqno(3), pos(4), GtidPos::new());
+    let one = run_raw(&mut whole, large_transaction()).unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].fragment, None);
+}
+
+/// An extraction that resumes at the transaction's start after its first
+/// fragments were stored ([`Assembler::resume_inside`]) gives exactly the
+/// fragments that were missing; so does one that reconnects
+/// ([`Assembler::discard_partial`]) after some fragments came out.
+#[test]
+fn fragments_continue_where_the_stored_ones_end() {
+    let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+    a.set_fragment_bytes(Some(300));
+    let all = run_raw(&mut a, large_transaction()).unwrap();
+    for stored in 1..all.len() {
+        let through = &all[stored - 1];
+        let mut b = Assembler::new(through.seqno.next(), pos(4), GtidPos::new());
+        b.set_fragment_bytes(Some(300));
+        b.resume_inside(through.end_position.clone(), stored as u32);
+        let rest = run_raw(&mut b, large_transaction()).unwrap();
+        assert_eq!(rest, all[stored..].to_vec(), "after {stored} stored");
+    }
+    // A reconnect after two fragments: the events again from the start.
+    let mut c = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+    c.set_fragment_bytes(Some(300));
+    let mut out = Vec::new();
+    let bodies = large_transaction();
+    let mut fed = 0;
+    for (i, body) in bodies.clone().into_iter().enumerate() {
+        let offset = 100 + 10 * i as u64;
+        if let Some(t) = c.push(event(offset, body), &pos(offset + 10)).unwrap() {
+            out.push(t);
+        }
+        fed += 1;
+        if out.len() == 2 {
+            break;
+        }
+    }
+    assert!(fed < bodies.len());
+    c.discard_partial();
+    assert_eq!(c.resume_position(), &pos(4), "never inside the transaction");
+    out.extend(run(&mut c, bodies).unwrap());
+    let indexes: Vec<u32> = out.iter().map(|t| t.fragment.unwrap().index).collect();
+    assert_eq!(indexes, (0..out.len() as u32).collect::<Vec<_>>());
+    assert_eq!(inserted(&out), (0..10).collect::<Vec<_>>());
+}
+
+/// XA transactions and standalone statements are never cut.
+#[test]
+fn xa_transactions_are_not_cut() {
+    let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
+    a.set_fragment_bytes(Some(1));
+    let mut bodies = large_transaction();
+    bodies[0] = gtid(1, GTID_FL_PREPARED_XA);
+    let txns = run(&mut a, bodies).unwrap();
+    assert_eq!(txns.len(), 1);
+    assert_eq!(txns[0].fragment, None);
+}

@@ -93,6 +93,12 @@ impl<S: EventSource> TransactionReader<S> {
         &self.assembler
     }
 
+    /// The assembler, to set how it cuts large transactions
+    /// ([`Assembler::set_fragment_bytes`], [`Assembler::resume_inside`]).
+    pub fn assembler_mut(&mut self) -> &mut Assembler {
+        &mut self.assembler
+    }
+
     /// Replaces the source (after a reconnect): the partly received
     /// transaction is dropped and decoding starts afresh (the new stream
     /// re-sends its FORMAT_DESCRIPTION and TABLE_MAPs).
@@ -301,6 +307,12 @@ impl Extractor {
     /// transaction.
     pub fn assembler(&self) -> &Assembler {
         self.reader.assembler()
+    }
+
+    /// The assembler, to set how it cuts large transactions (see
+    /// [`TransactionReader::assembler_mut`]).
+    pub fn assembler_mut(&mut self) -> &mut Assembler {
+        self.reader.assembler_mut()
     }
 
     /// Keeps each transaction's row events as the binlog holds them (see

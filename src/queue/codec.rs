@@ -41,7 +41,13 @@
 //! for `[apply] method = "binlog"`; `None` when they were not kept.
 //! Records of formats 1 and 2 read with `row_events: None`.
 //!
-//! Compatibility: formats 1, 2 and 3 are frozen. A change to the layout of
+//! Format 4 adds a sixth field after the row events: `fragment`:
+//! `Option<Fragment>` ([`crate::event::Fragment`]: `index` as a varint,
+//! `last` as a 0/1 byte). It is written only for the fragments of a large
+//! transaction; a whole transaction is still written as format 3, so a
+//! queue without fragments stays readable by the versions before it.
+//!
+//! Compatibility: formats 1 to 4 are frozen. A change to the layout of
 //! [`Transaction`] (field order, types, enum variant order) or of the
 //! record needs a new format byte and the older decoders kept beside it;
 //! `tests/queue_fixture.rs` reads records and a queue directory written by
@@ -56,7 +62,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{RowEvents, Transaction};
+use crate::event::{Fragment, RowEvents, Transaction};
 use crate::position::{BinlogPosition, Epoch, GtidPos, Seqno};
 
 /// The format byte of records written before statements carried their
@@ -67,12 +73,27 @@ pub const FORMAT_V1: u8 = 1;
 /// master's row events (read, never written).
 pub const FORMAT_V2: u8 = 2;
 
-/// The format byte of records written by this version.
+/// The format byte of this version's records of whole transactions.
 pub const FORMAT_V3: u8 = 3;
+
+/// The format byte of this version's records of fragments
+/// ([`crate::event::Fragment`]).
+pub const FORMAT_V4: u8 = 4;
 
 /// Whether this version reads records of `format`.
 fn readable(format: u8) -> bool {
-    (FORMAT_V1..=FORMAT_V3).contains(&format)
+    (FORMAT_V1..=FORMAT_V4).contains(&format)
+}
+
+/// The format byte a record of `txn` is written with: 4 for a fragment,
+/// 3 otherwise (so a queue without fragments stays readable by the
+/// versions before format 4).
+fn format_of(txn: &Transaction) -> u8 {
+    if txn.fragment.is_some() {
+        FORMAT_V4
+    } else {
+        FORMAT_V3
+    }
 }
 
 /// Bytes of a record before its length varint: format byte and CRC.
@@ -124,9 +145,13 @@ struct RecordRef<'a> {
     gtid_position: Option<&'a GtidPos>,
     transaction: &'a Transaction,
     row_events: Option<&'a RowEvents>,
+    /// Written only in format 4 (a fragment); a format-3 record ends
+    /// before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fragment: Option<&'a Fragment>,
 }
 
-/// A record of format 3 (this version's).
+/// A record of format 4 (this version's, for a fragment).
 #[derive(Deserialize)]
 struct RecordOwned {
     epoch: Epoch,
@@ -134,14 +159,39 @@ struct RecordOwned {
     gtid_position: Option<GtidPos>,
     transaction: Transaction,
     row_events: Option<RowEvents>,
+    fragment: Option<Fragment>,
 }
 
 impl RecordOwned {
-    /// The transaction with its row events in place.
+    /// The transaction with its row events and fragment in place.
     fn into_parts(self) -> (Epoch, Option<BinlogPosition>, Option<GtidPos>, Transaction) {
         let mut txn = self.transaction;
         txn.row_events = self.row_events.map(std::sync::Arc::new);
+        txn.fragment = self.fragment;
         (self.epoch, self.position, self.gtid_position, txn)
+    }
+}
+
+/// A format-3 record: as [`RecordOwned`] without the fragment.
+#[derive(Deserialize)]
+struct RecordOwnedV3 {
+    epoch: Epoch,
+    position: Option<BinlogPosition>,
+    gtid_position: Option<GtidPos>,
+    transaction: Transaction,
+    row_events: Option<RowEvents>,
+}
+
+impl From<RecordOwnedV3> for RecordOwned {
+    fn from(r: RecordOwnedV3) -> RecordOwned {
+        RecordOwned {
+            epoch: r.epoch,
+            position: r.position,
+            gtid_position: r.gtid_position,
+            transaction: r.transaction,
+            row_events: r.row_events,
+            fragment: None,
+        }
     }
 }
 
@@ -162,6 +212,7 @@ impl From<RecordOwnedV2> for RecordOwned {
             gtid_position: r.gtid_position,
             transaction: r.transaction,
             row_events: None,
+            fragment: None,
         }
     }
 }
@@ -183,6 +234,7 @@ impl From<RecordOwnedV1> for RecordOwned {
             gtid_position: r.gtid_position,
             transaction: r.transaction.into(),
             row_events: None,
+            fragment: None,
         }
     }
 }
@@ -261,6 +313,7 @@ pub mod v1 {
                     })
                     .collect(),
                 row_events: None,
+                fragment: None,
             }
         }
     }
@@ -272,7 +325,7 @@ pub mod v1 {
 pub enum RecordError {
     /// The record's format byte is not one this version reads.
     #[error(
-        "unsupported record format {0} (this version reads formats {FORMAT_V1} to {FORMAT_V3})"
+        "unsupported record format {0} (this version reads formats {FORMAT_V1} to {FORMAT_V4})"
     )]
     UnsupportedFormat(u8),
     /// The bytes are damaged or cut short.
@@ -298,13 +351,14 @@ pub fn encode_record(
         gtid_position: (progress.gtid_position != own_gtid).then_some(&progress.gtid_position),
         transaction: txn,
         row_events: txn.row_events.as_deref(),
+        fragment: txn.fragment.as_ref(),
     };
     let start = out.len();
     // Header with room for a length varint of LEN_GUESS bytes (payloads of
     // 128 bytes to 16 KiB); the payload is serialized after it, and the
     // varint is moved into place when its length differs.
     const LEN_GUESS: usize = 2;
-    out.push(FORMAT_V3);
+    out.push(format_of(txn));
     out.extend_from_slice(&[0; 4 + LEN_GUESS]);
     let payload_at = out.len();
     postcard::serialize_with_flavor(&record, VecTail(out)).map_err(|e| e.to_string())?;
@@ -382,6 +436,7 @@ fn record_ref<'a>(
         gtid_position: (progress.gtid_position != *own_gtid).then_some(&progress.gtid_position),
         transaction: txn,
         row_events: txn.row_events.as_deref(),
+        fragment: txn.fragment.as_ref(),
     }
 }
 
@@ -423,7 +478,7 @@ pub fn write_record<W: Write + Seek>(
     let own_gtid = own_gtid_position(txn);
     let record = record_ref(txn, progress, &own_gtid);
     let start = out.stream_position()?;
-    let mut header = vec![FORMAT_V3, 0, 0, 0, 0];
+    let mut header = vec![format_of(txn), 0, 0, 0, 0];
     // The payload length from the record length: the varint's own size
     // depends on it, so try each size.
     let payload_len = (1..=10u64)
@@ -632,6 +687,7 @@ pub fn read_record_file(
             tables: Vec::new(),
             changes: Vec::new(),
             row_events: None,
+            fragment: None,
         };
         let progress = progress_of(&txn, record.epoch, record.position, record.gtid_position);
         return Ok((txn, progress));
@@ -639,6 +695,7 @@ pub fn read_record_file(
     let record: RecordOwned = match format {
         FORMAT_V1 => RecordOwnedV1::deserialize(&mut de).map_err(bad)?.into(),
         FORMAT_V2 => RecordOwnedV2::deserialize(&mut de).map_err(bad)?.into(),
+        FORMAT_V3 => RecordOwnedV3::deserialize(&mut de).map_err(bad)?.into(),
         _ => RecordOwned::deserialize(&mut de).map_err(bad)?,
     };
     let rest = de.finalize().map_err(bad)?;
@@ -804,7 +861,12 @@ fn decode_payload(raw: &RawRecord<'_>) -> Result<RecordOwned, RecordError> {
                 postcard::take_from_bytes(raw.payload).map_err(bad)?;
             (record.into(), rest)
         }
-        FORMAT_V3 => postcard::take_from_bytes::<RecordOwned>(raw.payload).map_err(bad)?,
+        FORMAT_V3 => {
+            let (record, rest): (RecordOwnedV3, _) =
+                postcard::take_from_bytes(raw.payload).map_err(bad)?;
+            (record.into(), rest)
+        }
+        FORMAT_V4 => postcard::take_from_bytes::<RecordOwned>(raw.payload).map_err(bad)?,
         other => return Err(RecordError::UnsupportedFormat(other)),
     };
     if !rest.is_empty() {
@@ -942,6 +1004,7 @@ mod tests {
                 }],
             })],
             row_events: None,
+            fragment: None,
         }
     }
 
@@ -954,6 +1017,43 @@ mod tests {
         let (t2, p2) = decode_record_bytes(&bytes).unwrap();
         assert_eq!(t2, t);
         assert_eq!(p2, p);
+    }
+
+    /// A fragment is written as format 4: format 3's fields, then the
+    /// fragment; whole transactions stay format 3. Both ways of writing
+    /// and reading agree.
+    #[test]
+    fn a_fragment_is_format_4_and_round_trips() {
+        let whole = txn(7);
+        let mut t = whole.clone();
+        t.fragment = Some(crate::event::Fragment {
+            index: 300,
+            last: false,
+        });
+        let mut p = ExtractorProgress::after(&t, Epoch(3));
+        p.position = "mariadb-bin.000001:100".parse().unwrap();
+        let bytes = record_bytes(&t, &p).unwrap();
+        assert_eq!(bytes[0], FORMAT_V4);
+        let v3 = record_bytes(&whole, &p).unwrap();
+        assert_eq!(v3[0], FORMAT_V3);
+        // The payload: format 3's, then Some, index 300 (varint), false.
+        let payload =
+            |b: &[u8]| b[FIXED_HEADER + read_varint(&b[FIXED_HEADER..]).unwrap().1..].to_vec();
+        let mut expected = payload(&v3);
+        expected.extend_from_slice(&[1, 0xac, 0x02, 0]);
+        assert_eq!(payload(&bytes), expected);
+        assert_eq!(decode_record_bytes(&bytes).unwrap(), (t.clone(), p.clone()));
+        let len = record_len(&t, &p).unwrap();
+        let mut file = std::io::Cursor::new(Vec::new());
+        write_record(&t, &p, len, &mut file).unwrap();
+        assert_eq!(file.get_ref(), &bytes);
+        let dir = std::env::temp_dir().join(format!("shardrep-codec-v4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("record");
+        std::fs::write(&path, &bytes).unwrap();
+        let read = read_record_file(&path, len, false).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(read, (t, p));
     }
 
     #[test]
@@ -1004,10 +1104,10 @@ mod tests {
     fn unknown_format_is_reported() {
         let t = txn(1);
         let mut bytes = record_bytes(&t, &ExtractorProgress::after(&t, Epoch(0))).unwrap();
-        bytes[0] = 4;
+        bytes[0] = 5;
         assert_eq!(
             decode_record_bytes(&bytes).unwrap_err(),
-            RecordError::UnsupportedFormat(4)
+            RecordError::UnsupportedFormat(5)
         );
     }
 

@@ -59,6 +59,7 @@ fn txn(seqno: u64, payload: usize) -> Transaction {
             }],
         })],
         row_events: None,
+        fragment: None,
     }
 }
 

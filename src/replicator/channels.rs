@@ -16,6 +16,18 @@ use crate::position::ChannelId;
 
 use super::{replica_opts, RunError};
 
+/// Reads fragments of a large transaction again from `queue`, for a
+/// channel's retry of it.
+fn fragment_source(queue: &Arc<crate::queue::TransactionQueue>) -> channel::FragmentSource {
+    let queue = Arc::downgrade(queue);
+    channel::FragmentSource(Arc::new(move |seqno| {
+        let Some(queue) = queue.upgrade() else {
+            return Err("the queue is closed".to_string());
+        };
+        queue.get(seqno).map_err(|e| e.to_string())
+    }))
+}
+
 /// The started channels of a run.
 pub(super) struct Channels {
     /// Their shared progress (committed seqnos, markers, memory budget).
@@ -37,6 +49,7 @@ impl Channels {
         catalog: &str,
         rows: &[RestartRow],
         recovery: &Recovery,
+        queue: &Arc<crate::queue::TransactionQueue>,
     ) -> Result<Channels, RunError> {
         // Each channel's progress: everything sent to it is above the
         // recovered base, so (exact rows) a row beyond the base says
@@ -71,6 +84,7 @@ impl Channels {
                 retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),
                 compound_blocks: config.apply.compound_blocks,
                 method: config.apply.method,
+                fragments: Some(fragment_source(queue)),
             };
             let start = ChannelStart {
                 row: rows

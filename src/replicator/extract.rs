@@ -61,6 +61,9 @@ pub struct ExtractPlan {
     /// Keep each transaction's row events for the `binlog` apply method
     /// ([`Extractor::keep_row_events`]).
     row_events: bool,
+    /// Cut transactions into fragments past this many bytes
+    /// ([`crate::extractor::assemble::Assembler::set_fragment_bytes`]).
+    fragment_bytes: Option<usize>,
 }
 
 impl ExtractPlan {
@@ -85,6 +88,7 @@ impl ExtractPlan {
             gtid_fallback,
             gtid_strict: false,
             row_events: false,
+            fragment_bytes: None,
         }
     }
 
@@ -107,6 +111,7 @@ impl ExtractPlan {
             gtid_fallback: None,
             gtid_strict: false,
             row_events: false,
+            fragment_bytes: None,
         })
     }
 
@@ -137,12 +142,20 @@ impl ExtractPlan {
             gtid_fallback: None,
             gtid_strict: true,
             row_events: false,
+            fragment_bytes: None,
         }
     }
 
     /// Keeps (or not) each transaction's row events as the master wrote
     /// them, for `[apply] method = "binlog"`
     /// ([`crate::event::Transaction::row_events`]).
+    pub fn with_fragment_bytes(mut self, bytes: Option<u64>) -> ExtractPlan {
+        self.fragment_bytes = bytes.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+        self
+    }
+
+    /// Keeps each transaction's row events for the `binlog` apply method
+    /// ([`Extractor::keep_row_events`]).
     pub fn with_row_events(mut self, on: bool) -> ExtractPlan {
         self.row_events = on;
         self
@@ -227,9 +240,22 @@ pub async fn extract_to_queue(
         mut gtid_fallback,
         gtid_strict,
         row_events,
+        fragment_bytes,
     } = plan;
+    let inside = open_transaction_at_tail(queue, &start)?;
     let mut extractor = Extractor::open_with(endpoint, start, next_seqno, follow, gtid_strict)?;
     extractor.keep_row_events(row_events);
+    extractor.assembler_mut().set_fragment_bytes(fragment_bytes);
+    if let Some((through, next_index)) = inside.clone() {
+        tracing::info!(
+            next_seqno = next_seqno.get(),
+            stored_through = %through,
+            next_fragment = next_index,
+            "the queue ends inside a large transaction: reading it again from its start, \
+             storing its fragments from where the stored ones end"
+        );
+        extractor.assembler_mut().resume_inside(through, next_index);
+    }
     if let Some(gtid) = gtid {
         extractor.set_gtid_position(gtid);
     }
@@ -282,6 +308,10 @@ pub async fn extract_to_queue(
                 )?;
                 extractor.set_gtid_position(gtid);
                 extractor.keep_row_events(row_events);
+                extractor.assembler_mut().set_fragment_bytes(fragment_bytes);
+                if let Some((through, next_index)) = inside.clone() {
+                    extractor.assembler_mut().resume_inside(through, next_index);
+                }
                 if let Some(mark) = &idle_mark {
                     extractor.set_idle_mark(mark.clone());
                 }
@@ -298,10 +328,19 @@ pub async fn extract_to_queue(
         };
         // Only the first read may fall back.
         gtid_fallback = None;
+        // A fragment that does not end its transaction: a restart reads
+        // the transaction again from its start (the position after the
+        // last whole transaction), and skips what its stored fragments
+        // hold (`open_transaction_at_tail`).
+        let position = if txn.continues() {
+            extractor.assembler().resume_position().clone()
+        } else {
+            txn.end_position.clone()
+        };
         let progress = ExtractorProgress {
             seqno: txn.seqno,
             epoch,
-            position: txn.end_position.clone(),
+            position,
             gtid_position: extractor.assembler().gtid_position().clone(),
         };
         // The append first: `stop` ends only a wait for room.
@@ -311,6 +350,50 @@ pub async fn extract_to_queue(
             () = &mut stop => return Ok(Extracted { stored, end: ExtractEnd::StoppedWhileFull }),
         }
         stored += 1;
+    }
+}
+
+/// When the queue's last record is a fragment that does not end its
+/// transaction (a stop in the middle of a large one): where its stored
+/// fragments end and the index of the next fragment, for
+/// [`crate::extractor::assemble::Assembler::resume_inside`]. Only a resume
+/// at that transaction's start (the position its record stores) can go on
+/// with it.
+///
+/// # Errors
+/// [`ExtractError::Sequence`] when the extraction starts elsewhere (a
+/// GTID start, after a master switch): the fragments stored cannot be
+/// matched with another binlog's events; a queue error reading the record.
+fn open_transaction_at_tail(
+    queue: &TransactionQueue,
+    start: &ExtractStart,
+) -> Result<Option<(crate::position::BinlogPosition, u32)>, ExtractToQueueError> {
+    let Some(last) = queue.max_seqno() else {
+        return Ok(None);
+    };
+    let Some(txn) = queue.get(last)? else {
+        return Ok(None);
+    };
+    let Some(fragment) = txn.fragment.filter(|f| !f.last) else {
+        return Ok(None);
+    };
+    let resume = queue.last_progress().map(|p| p.position);
+    match start {
+        ExtractStart::File(at) if Some(at) == resume.as_ref() => {
+            Ok(Some((txn.end_position, fragment.index + 1)))
+        }
+        other => Err(ExtractError::Sequence {
+            position: txn.end_position.clone(),
+            message: format!(
+                "the queue ends inside a large transaction (seqno {} is its fragment {}, \
+                 more were to follow), and this extraction starts at {other:?}, not at that \
+                 transaction's start {}: its stored fragments cannot be continued from there",
+                txn.seqno.get(),
+                fragment.index,
+                resume.map_or_else(|| "(unknown)".to_string(), |p| p.to_string()),
+            ),
+        }
+        .into()),
     }
 }
 
@@ -456,7 +539,8 @@ fn extract_thread(
         // Kept under either method, so that a queue written under "sql"
         // is applied by the replica's row applier after a switch to
         // "binlog" (a system-versioned table stops the "sql" method).
-        .with_row_events(true);
+        .with_row_events(true)
+        .with_fragment_bytes(Some(config.queue.fragment_bytes));
         tracing::info!(start = ?plan.start(), next_seqno = next_seqno.get(), "extractor starting");
         let extracted = extract_to_queue(
             endpoint,

@@ -625,6 +625,7 @@ mod tests {
             tables: Vec::new(),
             changes: Vec::new(),
             row_events: None,
+            fragment: None,
         };
         assert_eq!(
             outcome(&f.decide_transaction(&txn(2, "pinnacle"))).1,

@@ -482,6 +482,7 @@ mod tests {
                 })
                 .collect(),
             row_events: None,
+            fragment: None,
         }
     }
 

@@ -85,6 +85,8 @@ pub struct ServiceSpec {
     pub method: Option<&'static str>,
     /// More sections appended to the configuration (e.g. `[metrics]`).
     pub extra_toml: String,
+    /// `[queue] fragment_bytes` (`None`: the product's default).
+    pub fragment_bytes: Option<u64>,
     /// `[shard_filter] unknown_shard_policy` (default `"drop"`).
     pub unknown_shard_policy: &'static str,
     /// `[shard_filter] auto_create` (default false).
@@ -122,6 +124,7 @@ impl ServiceSpec {
             compound_blocks: true,
             method: None,
             extra_toml: String::new(),
+            fragment_bytes: None,
             unknown_shard_policy: "drop",
             auto_create: false,
             env: Vec::new(),
@@ -166,6 +169,7 @@ user = "{replica_user}"
 password = "{replica_password}"
 [queue]
 dir = "{queue}"
+{fragment_bytes}
 [apply]
 channels = {channels}
 block_commit_txns = {block}
@@ -199,6 +203,9 @@ socket = "{socket}"
             server_id = server_id(),
             start = self.start,
             queue = self.dir.join("queue").display(),
+            fragment_bytes = self
+                .fragment_bytes
+                .map_or_else(String::new, |b| format!("fragment_bytes = {b}")),
             channels = self.channels,
             block = self.block,
             interval = self.block_interval_ms,

@@ -104,6 +104,7 @@ pub fn txn(seqno: u64, payload: usize) -> Transaction {
             }),
         ],
         row_events: None,
+        fragment: None,
     }
 }
 

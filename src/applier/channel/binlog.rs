@@ -205,13 +205,16 @@ impl Channel {
     /// Adds the events of rows change `index` (its position among the
     /// transaction's row changes) of `txn` to the buffer, sending the buffer first when it is
     /// full at a statement's end; the FORMAT_DESCRIPTION goes first when
-    /// the session has not had this one.
+    /// the session has not had this one. `catalog`: the rows change is of
+    /// another service's restart table (its TABLE_MAPs are kept, its rows
+    /// never sent).
     pub(super) async fn buffer_row_events(
         &mut self,
         txn: &Transaction,
         epoch: Epoch,
         events: &RowEvents,
         index: usize,
+        catalog: bool,
     ) -> Attempt {
         if self.binlog_format.as_deref() != Some(events.format.as_slice()) {
             self.flush_binlog(Some((txn, epoch))).await?;
@@ -257,7 +260,17 @@ impl Channel {
             }
         }
         if self.binlog.open_statement {
-            self.binlog.statement_maps.extend_from_slice(&own_maps);
+            // A fragment of a large transaction that starts inside a
+            // statement carries the statement's maps again: keep one copy.
+            let known = own_maps.is_empty()
+                || self
+                    .binlog
+                    .statement_maps
+                    .windows(own_maps.len())
+                    .any(|w| w == own_maps.as_slice());
+            if !known {
+                self.binlog.statement_maps.extend_from_slice(&own_maps);
+            }
         } else {
             self.binlog.statement_maps = own_maps.clone();
         }
@@ -273,16 +286,6 @@ impl Channel {
         } else {
             self.binlog.events.extend_from_slice(&own_maps);
         }
-        let catalog = txn
-            .changes
-            .iter()
-            .filter_map(|c| match c {
-                crate::event::Change::Rows(r) => Some(r),
-                _ => None,
-            })
-            .nth(index)
-            .map(|r| txn.table_of(r))
-            .is_some_and(|t| crate::shard::is_catalog_table(&t.schema, &t.table));
         if !catalog {
             self.binlog.events.extend_from_slice(rows_event);
             if self.binlog.txns.last() != Some(&txn.seqno) {

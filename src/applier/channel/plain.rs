@@ -90,13 +90,15 @@ impl Channel {
                     if let Some(events) = &row_events {
                         // The replica's own row applier (module `binlog`);
                         // the table is looked at for its engine only.
-                        if !crate::shard::is_catalog_table(&info.schema, &info.table) {
+                        let catalog = crate::shard::is_catalog_table(&info.schema, &info.table);
+                        if !catalog {
                             let table = self.replica_table(txn, epoch, info).await?;
                             if let Some(engine) = &table.non_transactional {
                                 self.non_transactional_change(&info.schema, &info.table, engine);
                             }
                         }
-                        self.buffer_row_events(txn, epoch, events, index).await?;
+                        self.buffer_row_events(txn, epoch, events, index, catalog)
+                            .await?;
                         continue;
                     }
                     if crate::shard::is_catalog_table(&info.schema, &info.table) {

@@ -1021,6 +1021,7 @@ mod tests {
                 tables: vec![],
                 changes: vec![],
                 row_events: None,
+                fragment: None,
             };
             let progress = ExtractorProgress {
                 seqno: Seqno(s),

@@ -86,6 +86,7 @@ fn txn(shard: &str, tables: Vec<TableInfo>, changes: Vec<Change>) -> Transaction
         tables,
         changes,
         row_events: None,
+        fragment: None,
     }
 }
 
