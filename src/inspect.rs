@@ -166,7 +166,9 @@ fn kind_name(kind: RowKind) -> &'static str {
 
 /// One transaction as a JSON object: `seqno`, `gtid`, `server_id`,
 /// `commit_id`, `start`, `end` (binlog positions as `file:pos`),
-/// `commit_timestamp` (Unix seconds), `shard`, and `changes`, each with a
+/// `commit_timestamp` (Unix seconds), `shard`, `fragment` (`null`, or
+/// `{"index": N, "last": bool}` for a fragment of a large transaction,
+/// [`crate::event::Fragment`]), and `changes`, each with a
 /// `type` (`insert|update|delete|statement|annotation`) and its rows
 /// (`before`/`after` objects keyed by column name) or SQL text.
 pub fn transaction_json(txn: &Transaction) -> Json {
@@ -223,6 +225,7 @@ pub fn transaction_json(txn: &Transaction) -> Json {
         "end": txn.end_position.to_string(),
         "commit_timestamp": txn.commit_timestamp,
         "shard": txn.shard,
+        "fragment": txn.fragment.map(|f| json!({"index": f.index, "last": f.last})),
         "changes": changes,
     })
 }
@@ -254,6 +257,18 @@ pub fn transaction_text(txn: &Transaction) -> String {
             .map_or_else(String::new, |c| format!(", commit_id {c}"))
     );
     let _ = writeln!(out, "- SHARD = {}", txn.shard);
+    if let Some(f) = txn.fragment {
+        let _ = writeln!(
+            out,
+            "- FRAGMENT = {} of a large transaction{}",
+            f.index,
+            if f.last {
+                " (its last: it ends at this EVENTID)"
+            } else {
+                " (more follow at the next seqnos)"
+            }
+        );
+    }
     for change in &txn.changes {
         match change {
             Change::Annotation(sql) => {

@@ -515,7 +515,10 @@ async fn extract_into_queue_dir(
             let start = start_of(&endpoint, from, configured_start).await?;
             ExtractPlan::first(&endpoint, FirstStart::At(start)).await?
         }
-    };
+    }
+    .with_fragment_bytes(Some(
+        shardrep::config::defaults::QUEUE_FRAGMENT_BYTES.default,
+    ));
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
