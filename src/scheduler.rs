@@ -506,13 +506,31 @@ where
             let last = last_marker.as_deref();
             // Never inside a large transaction: its channel holds it open.
             if let Some(hold) = settings.hold.as_deref().filter(|h| {
-                chain.is_none() && h.must_stop(None, last.map(|m| (m.seqno, &m.event_id)))
+                !matches!(chain, Some(Some(_)))
+                    && h.must_stop(None, last.map(|m| (m.seqno, &m.event_id)))
             }) {
                 hold_here(hold, &last_sent, last)?;
             }
             continue;
         };
         let continues = txn.continues();
+        if !txn.is_continuation() {
+            if let Some(Some(channel)) = chain {
+                // Its channel holds the transaction open, waiting.
+                return Err(SchedulerError::Routing {
+                    seqno: txn.seqno,
+                    message: format!(
+                        "a large transaction sent to channel {channel} lacks its last \
+                         fragment: seqno {} is not its next fragment (the queue does not \
+                         match)",
+                        txn.seqno.get()
+                    ),
+                });
+            }
+            // A dropped or discarded large transaction that ends without
+            // its last fragment (a switch discarded the queue's tail).
+            chain = None;
+        }
         if txn.is_continuation() {
             // The next fragment of a large transaction: where its first
             // went, without routing, holds or windows (its channel holds

@@ -64,6 +64,10 @@ pub struct ExtractPlan {
     /// Cut transactions into fragments past this many bytes
     /// ([`crate::extractor::assemble::Assembler::set_fragment_bytes`]).
     fragment_bytes: Option<usize>,
+    /// A large transaction whose first fragments end the queue is
+    /// continued (a resume after the stored progress); `false` after a
+    /// master switch, which discarded them.
+    continue_tail: bool,
 }
 
 impl ExtractPlan {
@@ -89,6 +93,7 @@ impl ExtractPlan {
             gtid_strict: false,
             row_events: false,
             fragment_bytes: None,
+            continue_tail: true,
         }
     }
 
@@ -112,6 +117,7 @@ impl ExtractPlan {
             gtid_strict: false,
             row_events: false,
             fragment_bytes: None,
+            continue_tail: true,
         })
     }
 
@@ -143,6 +149,7 @@ impl ExtractPlan {
             gtid_strict: true,
             row_events: false,
             fragment_bytes: None,
+            continue_tail: false,
         }
     }
 
@@ -241,8 +248,13 @@ pub async fn extract_to_queue(
         gtid_strict,
         row_events,
         fragment_bytes,
+        continue_tail,
     } = plan;
-    let inside = open_transaction_at_tail(queue, &start)?;
+    let inside = if continue_tail {
+        open_transaction_at_tail(queue, &start)?
+    } else {
+        None
+    };
     let mut extractor = Extractor::open_with(endpoint, start, next_seqno, follow, gtid_strict)?;
     extractor.keep_row_events(row_events);
     extractor.assembler_mut().set_fragment_bytes(fragment_bytes);

@@ -60,9 +60,12 @@ pub const UNKNOWN_ERROR_NOTE: &str =
 /// Most rows [`Channel::describe_rows`] names.
 const DESCRIBED_ROWS: usize = 3;
 
-/// Most raw event bytes one BINLOG statement carries when the replica's
-/// `max_allowed_packet` allows more: bounds the text held in memory.
-pub const MAX_STATEMENT_EVENT_BYTES: usize = 16 << 20;
+/// Raw event bytes after which a BINLOG statement is sent when the
+/// replica's `max_allowed_packet` allows more: bounds the text held in
+/// memory (the events, their base64 text and the client's copy of it:
+/// about 3.7 times this while one is sent). A single event larger than
+/// this still goes, alone, up to what `max_allowed_packet` allows.
+pub const MAX_STATEMENT_EVENT_BYTES: usize = 4 << 20;
 
 /// Splits concatenated whole events into events.
 ///
@@ -138,7 +141,13 @@ impl BinlogBuffer {
     /// `max_allowed_packet` is `packet` bytes: base64 takes 4 bytes per 3,
     /// plus the statement's own text.
     pub(super) fn limit(packet: usize) -> usize {
-        (packet.saturating_sub(1024) / 4 * 3).clamp(4096, MAX_STATEMENT_EVENT_BYTES)
+        Self::packet_limit(packet).min(MAX_STATEMENT_EVENT_BYTES)
+    }
+
+    /// Most raw bytes one statement can carry at all under a
+    /// `max_allowed_packet` of `packet` bytes.
+    pub(super) fn packet_limit(packet: usize) -> usize {
+        (packet.saturating_sub(1024) / 4 * 3).max(4096)
     }
 }
 
@@ -234,7 +243,7 @@ impl Channel {
         let parts = split_events(bytes).map_err(|m| self.unplanned(txn, m))?;
         let limit = BinlogBuffer::limit(self.max_packet);
         let size: usize = parts.iter().map(|p| p.len()).sum();
-        if size > limit {
+        if size > BinlogBuffer::packet_limit(self.max_packet) {
             let packet = self.max_packet;
             return Err(self.unplanned(
                 txn,
@@ -465,6 +474,10 @@ mod tests {
         assert_eq!(BinlogBuffer::limit(0), 4096);
         assert_eq!(BinlogBuffer::limit(1 << 20), ((1 << 20) - 1024) / 4 * 3);
         assert_eq!(BinlogBuffer::limit(1 << 30), MAX_STATEMENT_EVENT_BYTES);
+        assert_eq!(
+            BinlogBuffer::packet_limit(1 << 30),
+            ((1 << 30) - 1024) / 4 * 3
+        );
     }
 
     #[test]

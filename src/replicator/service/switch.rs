@@ -963,22 +963,34 @@ fn plan_queue(
             ))
         })?;
         let mut lacking = false;
+        // The fragments of a large transaction are kept only with its
+        // last one: the extraction on the new master resumes after a
+        // whole transaction, never inside one.
+        let mut fragments: Vec<SkippedSeqno> = Vec::new();
         while let Some((txn, progress)) = reader
             .try_next_with_progress()
             .map_err(|e| failed(format!("source set: reading the queue: {e}")))?
         {
+            let skipped = SkippedSeqno {
+                seqno: txn.seqno,
+                event_id: txn.end_position.to_string(),
+                shard_id: txn.shard.clone(),
+            };
             if !lacking && txn.gtid.is_some_and(|g| master.holds(&g)) {
+                if txn.continues() {
+                    fragments.push(skipped);
+                    continue;
+                }
+                fragments.clear();
                 plan.kept_through = Some(txn.seqno);
                 plan.resume_gtid = progress.gtid_position;
                 continue;
             }
             lacking = true;
-            plan.discard.push(SkippedSeqno {
-                seqno: txn.seqno,
-                event_id: txn.end_position.to_string(),
-                shard_id: txn.shard.clone(),
-            });
+            plan.discard.append(&mut fragments);
+            plan.discard.push(skipped);
         }
+        plan.discard.append(&mut fragments);
     }
     Ok(plan)
 }
@@ -1067,6 +1079,61 @@ mod tests {
         );
         assert_eq!(plan.resume_gtid.to_string(), "0-1-1003,1-7-2");
         assert_eq!(plan.first_seqno, Seqno(6));
+        queue.close().unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    // The queue ends inside a large transaction (seqnos 2 and 3, its first
+    // two fragments; the rest not extracted yet): its fragments are
+    // discarded though the new master holds its GTID, and the extraction
+    // resumes before it, so that the new master sends it again whole.
+    #[test]
+    fn the_first_fragments_of_a_large_transaction_are_not_kept_without_the_last() {
+        let dir = std::env::temp_dir().join(format!(
+            "shardrep-switch-unit-fragments-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let queue = TransactionQueue::open(QueueOptions::new(&dir)).unwrap();
+        let mut pos = GtidPos::new();
+        for (s, seq, fragment) in [
+            (0u64, 1000u64, None),
+            (1, 1001, None),
+            (2, 1002, Some(0)),
+            (3, 1002, Some(1)),
+        ] {
+            let gtid = Gtid::new(0, 1, seq);
+            let txn = Transaction {
+                seqno: Seqno(s),
+                server_id: 1,
+                gtid: Some(gtid),
+                commit_id: None,
+                start_position: BinlogPosition::new("mariadb-bin.000001", 4 + s * 100).unwrap(),
+                end_position: BinlogPosition::new("mariadb-bin.000001", 104 + s * 100).unwrap(),
+                commit_timestamp: 1_700_000_000,
+                shard: "db".into(),
+                tables: vec![],
+                changes: vec![],
+                row_events: None,
+                fragment: fragment.map(|index| crate::event::Fragment { index, last: false }),
+            };
+            if fragment.is_none() {
+                pos.update(gtid);
+            }
+            let progress = ExtractorProgress {
+                seqno: Seqno(s),
+                epoch: Epoch(0),
+                position: txn.end_position.clone(),
+                gtid_position: pos.clone(),
+            };
+            queue.append(&txn, &progress).unwrap();
+        }
+        let applied: GtidPos = "0-1-1000".parse().unwrap();
+        let plan = plan_queue(&queue, Some(Seqno(0)), &applied, &state("0-1-1010")).unwrap();
+        assert_eq!(plan.kept_through, Some(Seqno(1)));
+        let discarded: Vec<u64> = plan.discard.iter().map(|d| d.seqno.get()).collect();
+        assert_eq!(discarded, [2, 3]);
+        assert_eq!(plan.resume_gtid.to_string(), "0-1-1001");
         queue.close().unwrap();
         let _ = std::fs::remove_dir_all(dir);
     }
