@@ -486,3 +486,62 @@ async fn sigterm_with_an_open_temporary_table_ends_after_the_grace_period_or_a_s
         spec.remove(sb).await;
     }
 }
+
+// A temporary table in a schema that exists on neither server (MariaDB
+// accepts `CREATE TEMPORARY TABLE nodb.tmp`): the DROP the master logs
+// when the session ends runs under `USE nodb`, which a client cannot
+// select; it runs with its names qualified instead, as the server's own
+// applier runs it. The service stays ONLINE, the table is gone from the
+// replica's session (openTempTables 0), and later changes apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_table_in_a_schema_that_does_not_exist_is_dropped_at_session_end() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    stop_target_slave(sb).await;
+    let a = unique_schema("tmp_nodb_a");
+    let nodb = unique_schema("tmp_nodb_missing");
+    let start = master_position(sb).await;
+    let mut m = sb.connect(Server::Master).await;
+    let q = quote_ident(&a);
+    run(
+        &mut m,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.r (id INT PRIMARY KEY, v VARCHAR(20))"),
+    )
+    .await;
+    let spec = ServiceSpec::new("tmp_nodb", &[a.clone(), nodb.clone()], &start);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "120"],
+    );
+    {
+        let (mut session, _) = master_session(sb, "MIXED", &a).await;
+        let n = quote_ident(&nodb);
+        run(
+            &mut session,
+            &format!("CREATE TEMPORARY TABLE {n}.tmp (id INT)"),
+        )
+        .await;
+        run(
+            &mut session,
+            &format!("INSERT INTO {n}.tmp VALUES (1), (2)"),
+        )
+        .await;
+        wait_open_temp_tables(&spec, 1).await;
+        // The session ends: the master logs the DROP under `USE nodb`.
+        session.disconnect().await.unwrap();
+    }
+    wait_open_temp_tables(&spec, 0).await;
+    run(&mut m, &format!("INSERT INTO {q}.r VALUES (1, 'after')")).await;
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(
+        assert_table_equal(sb, Server::Master, TARGET, &a, "r")
+            .await
+            .len(),
+        1
+    );
+    cleanup(sb, &spec, process, &[a]).await;
+}

@@ -51,6 +51,9 @@ pub const ER_LOCK_DEADLOCK: u16 = 1213;
 
 /// `ER_DUP_ENTRY`: duplicate key (the replica has diverged).
 pub const ER_DUP_ENTRY: u16 = 1062;
+/// `ER_BAD_DB_ERROR`: unknown database (a `USE` of a schema that does not
+/// exist).
+pub const ER_BAD_DB_ERROR: u16 = 1049;
 /// `ER_KEY_NOT_FOUND`: can't find record (the replica has diverged).
 pub const ER_KEY_NOT_FOUND: u16 = 1032;
 /// `ER_SLAVE_CONVERSION_FAILED`: the row applier will not convert a

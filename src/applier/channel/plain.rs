@@ -13,10 +13,11 @@ use crate::applier::sql::{PlannedStatement, TableShape};
 use crate::applier::table::ReplicaTable;
 use crate::config::ApplyMethod;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
+use crate::mysql::error_codes::ER_BAD_DB_ERROR;
 use crate::mysql::quote_ident;
 use crate::position::Epoch;
 use crate::shard::statement::{leading_verb, names_its_database};
-use crate::shard::temp_tables::TempTables;
+use crate::shard::temp_tables::{qualified_temporary_drop, TempTables};
 
 impl Channel {
     /// The replica table of `info` (cached), for transaction `txn`.
@@ -223,6 +224,7 @@ impl Channel {
             };
             result.map_err(|e| (self.error_at(at, sql, &e), Some(e)))?;
         }
+        let mut instead: Option<String> = None;
         if let Some(db) = &statement.default_schema {
             // CREATE/DROP DATABASE is logged with the database itself as
             // the default schema, which does not exist yet (or any more)
@@ -230,13 +232,44 @@ impl Channel {
             // schema without checking. Such a statement names its database,
             // so it runs without the USE.
             if !names_its_database(&statement.sql) {
-                self.exec_text(&format!("USE {}", quote_ident(db)), at)
-                    .await?;
+                match self
+                    .exec_text(&format!("USE {}", quote_ident(db)), at)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err((error, cause)) if error.code == ER_BAD_DB_ERROR => {
+                        // A temporary table's schema need not exist: its
+                        // DROP runs with the names qualified instead.
+                        match qualified_temporary_drop(&statement.sql, db) {
+                            Some(qualified) => instead = Some(qualified),
+                            None => {
+                                let mut error = error;
+                                error.message = format!(
+                                    "{} (the statement's default schema {} does not exist on \
+                                     the replica: the server's own applier would run it there \
+                                     anyway, a client cannot select a schema that does not \
+                                     exist. Way out: create the schema on the replica with \
+                                     sql_log_bin = 0, then 'shardrepctl online' retries)",
+                                    error.message,
+                                    quote_ident(db)
+                                );
+                                return Err((error, cause));
+                            }
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
-        let sql_text = String::from_utf8_lossy(&statement.sql).into_owned();
+        let sql_text = match &instead {
+            Some(qualified) => qualified.clone(),
+            None => String::from_utf8_lossy(&statement.sql).into_owned(),
+        };
         let ddl = leading_verb(&statement.sql).commits_implicitly();
-        let mut result = self.conn.query_drop(statement.sql.as_slice()).await;
+        let mut result = match &instead {
+            Some(qualified) => self.conn.query_drop(qualified.as_str()).await,
+            None => self.conn.query_drop(statement.sql.as_slice()).await,
+        };
         if let Err(mysql_async::Error::Server(e)) = &result {
             if ddl
                 && self.replay_ddl == Some(txn.seqno)
