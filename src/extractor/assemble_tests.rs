@@ -481,7 +481,7 @@ fn inserted(txns: &[Transaction]) -> Vec<i64> {
 #[test]
 fn a_large_transaction_is_cut_into_fragments() {
     let mut a = Assembler::new(Seqno(3), pos(4), GtidPos::new());
-    a.set_fragment_bytes(Some(300));
+    a.set_fragment_bytes(Some(60));
     let txns = run_raw(&mut a, large_transaction()).unwrap();
     assert!(txns.len() >= 3, "{} fragments", txns.len());
     for (i, t) in txns.iter().enumerate() {
@@ -531,19 +531,19 @@ fn a_large_transaction_is_cut_into_fragments() {
 #[test]
 fn fragments_continue_where_the_stored_ones_end() {
     let mut a = Assembler::new(Seqno(0), pos(4), GtidPos::new());
-    a.set_fragment_bytes(Some(300));
+    a.set_fragment_bytes(Some(60));
     let all = run_raw(&mut a, large_transaction()).unwrap();
     for stored in 1..all.len() {
         let through = &all[stored - 1];
         let mut b = Assembler::new(through.seqno.next(), pos(4), GtidPos::new());
-        b.set_fragment_bytes(Some(300));
+        b.set_fragment_bytes(Some(60));
         b.resume_inside(through.end_position.clone(), stored as u32);
         let rest = run_raw(&mut b, large_transaction()).unwrap();
         assert_eq!(rest, all[stored..].to_vec(), "after {stored} stored");
     }
     // A reconnect after two fragments: the events again from the start.
     let mut c = Assembler::new(Seqno(0), pos(4), GtidPos::new());
-    c.set_fragment_bytes(Some(300));
+    c.set_fragment_bytes(Some(60));
     let mut out = Vec::new();
     let bodies = large_transaction();
     let mut fed = 0;
