@@ -221,6 +221,21 @@ pub enum QueueError {
     },
 }
 
+impl QueueError {
+    /// Whether the error is the file system's "no space left on device"
+    /// (ENOSPC) or "disk quota exceeded" (EDQUOT): freeing space is the
+    /// way out, nothing stored is damaged.
+    pub fn is_storage_full(&self) -> bool {
+        let cause = match self {
+            QueueError::Io { cause, .. } | QueueError::SegmentIo { cause, .. } => cause,
+            _ => return false,
+        };
+        cause.kind() == std::io::ErrorKind::StorageFull
+            || cause.kind() == std::io::ErrorKind::QuotaExceeded
+            || matches!(cause.raw_os_error(), Some(28 | 122))
+    }
+}
+
 /// sled's error in words: its `Display` of a corruption is a debug dump
 /// (`Read corrupted data at file offset Some(Inline(…)) backtrace ()`).
 pub fn sled_message(error: &sled::Error) -> String {

@@ -46,6 +46,14 @@ pub enum RunError {
         /// The master's error code, when it sent one.
         code: Option<u16>,
     },
+    /// The queue's file system is full (or the user's quota is used up):
+    /// the extractor could not store the next transaction. Nothing stored
+    /// is lost; the extraction resumes after the last stored one.
+    #[error("extractor: {message}")]
+    QueueFull {
+        /// The queue's error, naming the file that could not be written.
+        message: String,
+    },
     /// The scheduler or a channel stopped on an error (OFFLINE:ERROR).
     #[error(transparent)]
     Apply(#[from] scheduler::SchedulerError),
@@ -118,6 +126,8 @@ pub struct ExtractFailure {
     pub message: String,
     /// The master's error code.
     pub code: Option<u16>,
+    /// The queue's file system is full ([`RunError::QueueFull`]).
+    pub queue_full: bool,
 }
 
 impl From<String> for ExtractFailure {
@@ -125,6 +135,7 @@ impl From<String> for ExtractFailure {
         ExtractFailure {
             message,
             code: None,
+            queue_full: false,
         }
     }
 }
@@ -144,13 +155,24 @@ impl From<crate::extractor::ExtractError> for ExtractFailure {
         ExtractFailure {
             message: e.to_string(),
             code,
+            queue_full: false,
         }
     }
 }
 
 impl From<ExtractFailure> for RunError {
-    fn from(ExtractFailure { message, code }: ExtractFailure) -> Self {
-        RunError::Extract { message, code }
+    fn from(
+        ExtractFailure {
+            message,
+            code,
+            queue_full,
+        }: ExtractFailure,
+    ) -> Self {
+        if queue_full {
+            RunError::QueueFull { message }
+        } else {
+            RunError::Extract { message, code }
+        }
     }
 }
 

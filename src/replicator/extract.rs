@@ -213,7 +213,10 @@ impl From<ExtractToQueueError> for ExtractFailure {
     fn from(e: ExtractToQueueError) -> Self {
         match e {
             ExtractToQueueError::Extract(e) => ExtractFailure::from(e),
-            ExtractToQueueError::Queue(e) => ExtractFailure::from(e.to_string()),
+            ExtractToQueueError::Queue(e) => ExtractFailure {
+                queue_full: e.is_storage_full(),
+                ..ExtractFailure::from(e.to_string())
+            },
         }
     }
 }

@@ -117,6 +117,37 @@ fn every_error_of_the_source_names_a_way_out() {
     );
 }
 
+// A full queue file system: free space and go online, never hand back or
+// reset (nothing is lost); the error reaches the run as QueueFull.
+#[test]
+fn a_full_queue_says_free_space_then_online() {
+    let at = "mariadb-bin.000002:610";
+    let rows = [row(0, Some(9), at), row(1, Some(9), at)];
+    let full = crate::queue::QueueError::SegmentIo {
+        segment: "q/seg-0".into(),
+        op: "write q/seg-0/log".into(),
+        cause: std::io::Error::from_raw_os_error(28),
+    };
+    assert!(full.is_storage_full());
+    let error = RunError::from(crate::replicator::ExtractFailure::from(
+        crate::replicator::extract::ExtractToQueueError::Queue(full),
+    ));
+    assert!(matches!(error, RunError::QueueFull { .. }), "{error:?}");
+    let t = text(&error, &rows);
+    assert!(
+        t.starts_with("the queue's file system is full: free space"),
+        "{t}"
+    );
+    assert!(t.contains("then `shardrepctl online`"), "{t}");
+    assert!(!t.contains("handback") && !t.contains("reset"), "{t}");
+    let other = crate::queue::QueueError::SegmentIo {
+        segment: "q/seg-0".into(),
+        op: "write".into(),
+        cause: std::io::Error::from_raw_os_error(5),
+    };
+    assert!(!other.is_storage_full());
+}
+
 #[test]
 fn a_refused_login_names_the_section_and_the_file() {
     use crate::replicator::SetupServer;

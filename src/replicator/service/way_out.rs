@@ -69,6 +69,13 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
              MONITOR): fix `user` and the password of [source] in {file}, or the user's \
              grants on the master, then start shardrep again ({restart_needed})"
         )),
+        RunError::QueueFull { .. } => Some(format!(
+            "the queue's file system is full: free space on the file system of [queue] dir \
+             ({}) or move the queue to a larger one, then {online} (nothing stored is lost: \
+             the extractor resumes after the last stored transaction, and the applied part \
+             of the queue is purged as the channels apply)",
+            config.queue.dir.display()
+        )),
         RunError::Extract { .. } => Some(match handback_position(rows, name) {
             Ok((seqno, position, _)) => format!(
                 "the source cannot continue here. `shardrepctl handback` hands the replica \
