@@ -509,6 +509,7 @@ async fn a_temporary_table_in_a_schema_that_does_not_exist_is_dropped_at_session
     )
     .await;
     let spec = ServiceSpec::new("tmp_nodb", &[a.clone(), nodb.clone()], &start);
+    let _catalog = spec.drop_catalog_on_panic(sb);
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(
