@@ -22,6 +22,9 @@ use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, S
 /// The fragment bound of these tests, bytes.
 const FRAGMENT_BYTES: u64 = 64 * 1024;
 
+/// The sandbox's native replica, applying the same master workload.
+const NATIVE: Server = Server::Replica(1);
+
 /// Rows of the large transactions.
 const ROWS: u64 = 4_000;
 
@@ -70,6 +73,12 @@ async fn assert_equal(sb: &Sandbox, schema: &str) {
     for table in ["big", "small"] {
         assert_table_equal(sb, Server::Master, TARGET, schema, table).await;
     }
+    // The same workload through native replication (replica 1) ends the
+    // same: the native replica is the reference.
+    common::wait_replica_caught_up(sb, NATIVE, Duration::from_secs(120)).await;
+    for table in ["big", "small"] {
+        assert_table_equal(sb, NATIVE, TARGET, schema, table).await;
+    }
     // The keyless table: the same rows, each once.
     let count = |server| async move {
         let mut c = sb.connect(server).await;
@@ -83,6 +92,11 @@ async fn assert_equal(sb: &Sandbox, schema: &str) {
         n.unwrap()
     };
     assert_eq!(count(Server::Master).await, (ROWS, ROWS));
+    assert_eq!(
+        count(NATIVE).await,
+        (ROWS, ROWS),
+        "nk on the native replica"
+    );
     assert_eq!(count(TARGET).await, (ROWS, ROWS), "nk on the replica");
 }
 
