@@ -157,6 +157,53 @@ impl fmt::Display for Parallelism {
     }
 }
 
+/// What the replica's binlog records of the transactions shardrep applies
+/// (`replica.binlog_gtids`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinlogGtids {
+    /// `"master"`: each master transaction is committed on the replica as
+    /// a transaction of its own under the master's GTID (`SET SESSION
+    /// gtid_domain_id, server_id, gtid_seq_no`, as `mariadb-binlog`
+    /// replays do), the commits in the master's order, and shardrep's
+    /// restart rows are written outside them without binary logging: the
+    /// replica's binlog then holds the master's transactions only, as
+    /// under native replication with `log_slave_updates` (GTID strict
+    /// mode, replicas of the replica, failover tools).
+    Master,
+    /// `"own"`: blocks of transactions committed together under the
+    /// replica's own server id and GTID domain, the restart row in them
+    /// (the fastest way to binlog; not for GTID topologies: the replica's
+    /// GTIDs differ from the master's).
+    Own,
+    /// `"off"`: nothing applied is binlogged (`sql_log_bin = 0`).
+    Off,
+}
+
+impl BinlogGtids {
+    /// Every mode, in the order messages list them.
+    pub const ALL: [BinlogGtids; 3] = [BinlogGtids::Master, BinlogGtids::Own, BinlogGtids::Off];
+
+    /// The TOML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BinlogGtids::Master => "master",
+            BinlogGtids::Own => "own",
+            BinlogGtids::Off => "off",
+        }
+    }
+
+    /// Whether applied changes are binlogged at all.
+    pub fn logs(self) -> bool {
+        self != BinlogGtids::Off
+    }
+}
+
+impl fmt::Display for BinlogGtids {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a channel hands row changes to the replica (`apply.method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyMethod {
@@ -407,6 +454,11 @@ pub struct ReplicaConfig {
     /// so they are binlogged with it; every shard filter drops them
     /// (`crate::shard::filter`, rule 1, and [`crate::shard::is_catalog_table`]).
     pub sql_log_bin: bool,
+    /// `binlog_gtids` ([`BinlogGtids`]): `"master"`, `"own"` or `"off"`.
+    /// Absent: `"own"` when `sql_log_bin = true` is written, `"off"` when
+    /// `sql_log_bin = false`, else the default `"master"`. `sql_log_bin`
+    /// above is false exactly when this is `"off"`.
+    pub binlog_gtids: BinlogGtids,
     /// `preserve_origin`: on each channel's connection, set the session's
     /// `server_id` and `gtid_domain_id` to the source transaction's before
     /// applying it, so the replica binlogs the applied changes with their

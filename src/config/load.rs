@@ -15,10 +15,10 @@ use super::raw::{
 };
 use super::start::StartPositionError;
 use super::{
-    keys, redact, ApplyConfig, ApplyMethod, Config, ConfigError, ConfigProblem, ControlConfig,
-    FilesSourceConfig, LiveSourceConfig, MetricsConfig, Parallelism, QueueConfig, ReplicaConfig,
-    Role, Secret, ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig, SourceEndpoint,
-    SourceKind, StartPosition,
+    keys, redact, ApplyConfig, ApplyMethod, BinlogGtids, Config, ConfigError, ConfigProblem,
+    ControlConfig, FilesSourceConfig, LiveSourceConfig, MetricsConfig, Parallelism, QueueConfig,
+    ReplicaConfig, Role, Secret, ServiceConfig, ShardFilterConfig, ShardPolicy, SourceConfig,
+    SourceEndpoint, SourceKind, StartPosition,
 };
 
 /// Parses `text` as read from `origin`, resolving passwords with `env`, and
@@ -188,6 +188,45 @@ impl<'a> Builder<'a> {
             Some(v) => self.one_of(key, &v, options).unwrap_or(default),
             None => default,
         }
+    }
+
+    /// `replica.binlog_gtids`, or the mode the older `sql_log_bin` names
+    /// (`true`: `"own"`, `false`: `"off"`); both written must agree.
+    fn binlog_gtids(&mut self, mode: Option<String>, sql_log_bin: Option<bool>) -> BinlogGtids {
+        let legacy = sql_log_bin.map(|on| {
+            if on {
+                BinlogGtids::Own
+            } else {
+                BinlogGtids::Off
+            }
+        });
+        let Some(text) = mode else {
+            return legacy.unwrap_or(defaults::REPLICA_BINLOG_GTIDS);
+        };
+        let chosen = self.choice(
+            "replica.binlog_gtids",
+            Some(text),
+            defaults::REPLICA_BINLOG_GTIDS,
+            &BinlogGtids::ALL,
+        );
+        if let Some(on) = sql_log_bin {
+            if on != chosen.logs() {
+                self.problem(
+                    "replica.sql_log_bin",
+                    format!(
+                        "is {on} but binlog_gtids = {:?} {} the replica's binlog; \
+                         remove sql_log_bin (binlog_gtids replaces it)",
+                        chosen.as_str(),
+                        if chosen.logs() {
+                            "writes"
+                        } else {
+                            "does not write"
+                        }
+                    ),
+                );
+            }
+        }
+        chosen
     }
 
     /// The option `value` names, or a problem listing them.
@@ -382,6 +421,7 @@ impl<'a> Builder<'a> {
 
     /// `[replica]`.
     fn replica(&mut self, raw: RawReplica) -> ReplicaConfig {
+        let binlog_gtids = self.binlog_gtids(raw.binlog_gtids, raw.sql_log_bin);
         let socket = raw.socket.map(PathBuf::from);
         if let Some(path) = &socket {
             if !path.is_absolute() {
@@ -408,7 +448,8 @@ impl<'a> Builder<'a> {
                 },
             ),
             catalog_schema: raw.catalog_schema,
-            sql_log_bin: raw.sql_log_bin.unwrap_or(defaults::REPLICA_SQL_LOG_BIN),
+            sql_log_bin: binlog_gtids.logs(),
+            binlog_gtids,
             preserve_origin: raw
                 .preserve_origin
                 .unwrap_or(defaults::REPLICA_PRESERVE_ORIGIN),

@@ -67,6 +67,7 @@ pub(super) struct RawReplica {
     pub(super) password_env: Option<String>,
     pub(super) catalog_schema: Option<String>,
     pub(super) sql_log_bin: Option<bool>,
+    pub(super) binlog_gtids: Option<String>,
     pub(super) preserve_origin: Option<bool>,
     pub(super) connect_timeout_ms: Option<Int>,
     pub(super) allow_native_replication: Option<bool>,

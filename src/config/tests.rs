@@ -104,6 +104,7 @@ fn minimal_config_and_its_defaults() {
             password: Secret::new("replica-pass-2"),
             catalog_schema: None,
             sql_log_bin: true,
+            binlog_gtids: crate::config::BinlogGtids::Master,
             preserve_origin: false,
             connect_timeout_ms: 10_000,
             allow_native_replication: false,
@@ -901,7 +902,7 @@ fn example_configuration_shows_every_key_with_its_default() {
         (
             r.socket.as_deref(),
             r.catalog_schema.as_deref(),
-            r.sql_log_bin,
+            r.binlog_gtids,
             r.preserve_origin,
             r.connect_timeout_ms,
             r.allow_native_replication
@@ -909,7 +910,7 @@ fn example_configuration_shows_every_key_with_its_default() {
         (
             None,
             None,
-            defaults::REPLICA_SQL_LOG_BIN,
+            defaults::REPLICA_BINLOG_GTIDS,
             defaults::REPLICA_PRESERVE_ORIGIN,
             defaults::REPLICA_CONNECT_TIMEOUT_MS.default,
             defaults::REPLICA_ALLOW_NATIVE_REPLICATION
@@ -929,5 +930,67 @@ fn example_configuration_shows_every_key_with_its_default() {
             map_file: cfg.shard_filter.map_file.clone(),
             ..ShardFilterConfig::default()
         }
+    );
+}
+
+#[test]
+fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
+    let mode = |extra: &str| {
+        Config::from_toml_str(
+            &edit(
+                "password = \"replica-pass-2\"\n",
+                &format!("password = \"replica-pass-2\"\n{extra}\n"),
+            ),
+            "cfg.toml",
+        )
+        .map(|c| (c.replica.binlog_gtids, c.replica.sql_log_bin))
+    };
+    assert_eq!(mode("").unwrap(), (BinlogGtids::Master, true));
+    assert_eq!(
+        mode("binlog_gtids = \"own\"").unwrap(),
+        (BinlogGtids::Own, true)
+    );
+    assert_eq!(
+        mode("binlog_gtids = \"off\"").unwrap(),
+        (BinlogGtids::Off, false)
+    );
+    assert_eq!(
+        mode("sql_log_bin = true").unwrap(),
+        (BinlogGtids::Own, true)
+    );
+    assert_eq!(
+        mode("sql_log_bin = false").unwrap(),
+        (BinlogGtids::Off, false)
+    );
+    assert_eq!(
+        mode("sql_log_bin = true\nbinlog_gtids = \"master\"").unwrap(),
+        (BinlogGtids::Master, true)
+    );
+    let refused = problems(Config::from_toml_str(
+        &edit(
+            "password = \"replica-pass-2\"\n",
+            "password = \"replica-pass-2\"\nsql_log_bin = false\nbinlog_gtids = \"master\"\n",
+        ),
+        "cfg.toml",
+    ));
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, "replica.sql_log_bin");
+    assert!(
+        refused[0].1.contains("binlog_gtids replaces it"),
+        "{refused:?}"
+    );
+    let refused = problems(Config::from_toml_str(
+        &edit(
+            "password = \"replica-pass-2\"\n",
+            "password = \"replica-pass-2\"\nbinlog_gtids = \"mine\"\n",
+        ),
+        "cfg.toml",
+    ));
+    assert_eq!(
+        refused,
+        pairs(&[(
+            "replica.binlog_gtids",
+            "must be one of \"master\", \"own\", \"off\", got \"mine\""
+        )])
     );
 }
