@@ -223,6 +223,35 @@ pub fn restart_update(catalog: &str) -> String {
     )
 }
 
+/// Adds `rolled_back_seqno` to a restart table created before it existed
+/// (nothing when it has the column): a seqno the channel rolled back
+/// after its GTID was binlogged (`binlog_gtids = "master"`, a
+/// non-transactional change), which the replica's binlog must not be
+/// taken to record as committed.
+pub fn restart_add_rolled_back(catalog: &str) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN IF NOT EXISTS rolled_back_seqno BIGINT NULL",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
+/// Marks a channel's rolled-back seqno ([`restart_add_rolled_back`]).
+/// Parameters: `rolled_back_seqno`, `channel`.
+pub fn restart_mark_rolled_back(catalog: &str) -> String {
+    format!(
+        "UPDATE {} SET rolled_back_seqno = ? WHERE channel = ?",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
+/// Every marked rolled-back seqno ([`restart_add_rolled_back`]).
+pub fn restart_select_rolled_back(catalog: &str) -> String {
+    format!(
+        "SELECT rolled_back_seqno FROM {} WHERE rolled_back_seqno IS NOT NULL",
+        table(catalog, RESTART_TABLE)
+    )
+}
+
 /// The UPDATE that marks a DDL transaction as started on a channel, run
 /// (autocommit) just before the DDL. DDL commits implicitly, so the data
 /// and the restart row cannot commit together; after a crash between the

@@ -159,13 +159,25 @@ async fn sharded_catch_up_without_block_commit_matches_the_master() {
     sharded_workload(1).await;
 }
 
-// One transaction on one channel with block commit off: the replica sees,
-// on the channel's connection, START TRANSACTION, the DML, the restart-row
-// UPDATE and COMMIT, in that order (from the replica's general log; the
-// first four arrive in one multi-statement query, COMMIT after their
-// replies are checked).
+// One transaction on one channel with block commit off, under
+// `binlog_gtids = "own"`: the replica sees, on the channel's connection,
+// START TRANSACTION, the DML, the restart-row UPDATE and COMMIT, in that
+// order (from the replica's general log; the first four arrive in one
+// multi-statement query, COMMIT after their replies are checked).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_transaction_is_begin_dml_restart_row_commit() {
+    one_transaction_layout("own").await;
+}
+
+// The same under `binlog_gtids = "master"` (the default): the session is
+// set to the master's GTID of the transaction, then START TRANSACTION,
+// the DML, COMMIT, and the restart row after it without binary logging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_master_gtids_the_restart_row_follows_the_commit_unlogged() {
+    one_transaction_layout("master").await;
+}
+
+async fn one_transaction_layout(binlog_gtids: &'static str) {
     let sb = sandbox();
     let _lock = MASTER.lock().await;
     let schema = unique_schema("order");
@@ -183,6 +195,11 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         ))
         .await
         .unwrap();
+    let gtid: String = master
+        .query_first("SELECT @@last_gtid")
+        .await
+        .unwrap()
+        .unwrap();
     let mut replica = sb.connect(REPLICA).await;
     replica
         .query_drop("SET GLOBAL log_output = 'TABLE'; TRUNCATE TABLE mysql.general_log; SET GLOBAL general_log = 1")
@@ -191,6 +208,7 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
     let mut spec = ServiceSpec::new("o", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
     spec.block = 1;
+    spec.binlog_gtids = Some(binlog_gtids);
     // The multi-statement form (compound blocks are checked in
     // apply_batch_error).
     spec.compound_blocks = false;
@@ -210,6 +228,54 @@ async fn one_transaction_is_begin_dml_restart_row_commit() {
         .iter()
         .position(|s| s == "START TRANSACTION")
         .expect("START TRANSACTION");
+    if binlog_gtids == "master" {
+        let mut parts = gtid.split('-');
+        let (domain, server, seq) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        assert_eq!(
+            log[begin - 1],
+            format!(
+                "SET SESSION server_id = {server}, gtid_domain_id = {domain}, gtid_seq_no = {seq}"
+            ),
+            "{log:?}"
+        );
+        let steps: Vec<&str> = log[begin..].iter().map(|s| s.as_str()).take(7).collect();
+        assert_eq!(steps.len(), 7, "{log:?}");
+        assert!(
+            steps[1].starts_with(&format!("INSERT INTO `{schema}`.`t`")),
+            "{steps:?}"
+        );
+        assert!(
+            steps[2].starts_with(&format!("UPDATE `{schema}`.`t` SET `v` = 11")),
+            "{steps:?}"
+        );
+        assert_eq!(steps[3], "COMMIT", "{steps:?}");
+        assert_eq!(steps[4], "SET SESSION sql_log_bin = 0", "{steps:?}");
+        assert!(
+            steps[5].starts_with(&format!(
+                "UPDATE `shardrep_{service}`.`restart_position` SET seqno = 0"
+            )),
+            "{steps:?}"
+        );
+        assert_eq!(steps[6], "SET SESSION sql_log_bin = 1", "{steps:?}");
+        // The replica binlogged it under the master's GTID.
+        let replica_gtid: String = replica
+            .query_first("SELECT @@gtid_binlog_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            replica_gtid.split(',').any(|g| g == gtid),
+            "{replica_gtid} lacks {gtid}"
+        );
+        assert_table_equal(sb, Server::Master, REPLICA, &schema, "t").await;
+        drop_everywhere(sb, std::slice::from_ref(&schema)).await;
+        spec.remove(sb).await;
+        return;
+    }
     let steps: Vec<&str> = log[begin..].iter().map(|s| s.as_str()).take(5).collect();
     assert_eq!(steps.len(), 5, "{log:?}");
     assert_eq!(steps[0], "START TRANSACTION");
@@ -253,6 +319,9 @@ async fn a_trickling_source_is_committed_in_one_block_within_the_interval() {
     let start = master_position(sb).await;
     let mut spec = ServiceSpec::new("trickle", std::slice::from_ref(&schema), &start);
     spec.channels = 1;
+    // Blocks of several transactions: not under the master's GTIDs (one
+    // transaction per commit there).
+    spec.binlog_gtids = Some("own");
     spec.block_interval_ms = 4000;
     // The statements of the SQL method are what this test reads.
     spec.method = Some("sql");

@@ -459,6 +459,7 @@ appliedLatency                 : 0.250
 applyMethod                    : binlog
 applyRateBytesPerSecond        : NONE
 applyRateTransactionsPerSecond : NONE
+binlogGtids                    : master
 blocksCommittedCount           : 0
 bytesBehind                    : NONE
 catchUpEtaSeconds              : NONE
@@ -523,7 +524,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 55);
+    assert_eq!(v.as_object().unwrap().len(), 56);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),

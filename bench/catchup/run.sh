@@ -45,7 +45,10 @@
 #                        [apply] parallelism = "row" or "shard"; shardrep itself
 #                        runs the default, "row"), shardrep-binlog and
 #                        shardrep-sql (shardrep with [apply] method = "binlog"
-#                        or "sql"); shardrep-base runs the
+#                        or "sql"), shardrep-gtid-master, shardrep-gtid-own and
+#                        shardrep-gtid-off (shardrep with [replica]
+#                        binlog_gtids = "master", "own" or "off"; shardrep
+#                        itself runs the default, "master"); shardrep-base runs the
 #                        binary named by CATCHUP_BASE_SHARDREP with the
 #                        settings of shardrep: the same data and table for a
 #                        before/after comparison of two builds
@@ -91,7 +94,7 @@ quick=0 schemas=8 threads='' channels='' load_secs=120 table_size=100000 io_tabl
 tables=1 data_list="cache io" durability_list="2 1" assign=hash timeout=3600 stall_secs=300 bucket=10 rotate_secs=0 keep=0
 threads_per_schema=1 hot_threads='' binlog_list=on preset='' shardrep_opts=()
 modes="native conservative optimistic shardrep shardrep-noblock"
-all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-binlog shardrep-sql shardrep-base shardrep-check"
+all_modes="native conservative optimistic shardrep shardrep-noblock shardrep-compound shardrep-row shardrep-shard shardrep-binlog shardrep-sql shardrep-gtid-master shardrep-gtid-own shardrep-gtid-off shardrep-base shardrep-check"
 # sb01's sysbench threads in --setting skew: with the other 7 schemas at one
 # thread each, sb01 took about 60% of the transactions on a 2-core machine
 # (measured: see bench/catchup/README.md).
@@ -494,6 +497,15 @@ error_text() {  # FILE N
     awk '/^Stack backtrace:/ {exit} /[^[:space:]]/' "$1" | tail -n "$2" | sed 's/^ *//' | paste -sd' ' | cut -c1-600
 }
 
+# The [replica] line of a shardrep mode that sets binlog_gtids.
+replica_lines() {  # MODE
+    case "$1" in
+        shardrep-gtid-master) echo 'binlog_gtids = "master"' ;;
+        shardrep-gtid-own) echo 'binlog_gtids = "own"' ;;
+        shardrep-gtid-off) echo 'binlog_gtids = "off"' ;;
+    esac
+}
+
 # The [apply] lines of a shardrep mode besides channels and shard_list: the
 # mode's own (shardrep-noblock: block commit off; shardrep-row,
 # shardrep-shard: that parallelism), then the --shardrep-opt lines whose key the mode does not set.
@@ -551,6 +563,7 @@ port = $((SANDBOX_MASTER_PORT + 1))
 socket = "$base/replica1/mariadbd.sock"
 user = "$SANDBOX_USER"
 password_env = "SHARDREP_PASSWORD"
+$(replica_lines "$mode")
 [queue]
 dir = "$work/queue"
 [apply]
@@ -659,7 +672,7 @@ run_mode() {  # SETTING DATA DURABILITY BINLOG MODE
         native) width=1; native_catchup 0 conservative "$label" ;;
         conservative) width=$threads; native_catchup "$threads" conservative "$label" ;;
         optimistic) width=$threads; native_catchup "$threads" optimistic "$label" ;;
-        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-binlog|shardrep-sql|shardrep-base|shardrep-check)
+        shardrep|shardrep-noblock|shardrep-compound|shardrep-row|shardrep-shard|shardrep-binlog|shardrep-sql|shardrep-gtid-master|shardrep-gtid-own|shardrep-gtid-off|shardrep-base|shardrep-check)
             width=$channels
             # The [apply] settings of this mode besides channels, as K=V K=V.
             apply=$(apply_lines "$mode" | sed 's/ = /=/' | paste -sd' ')

@@ -59,6 +59,7 @@ use crate::shard::temp_tables::TempTables;
 mod batch;
 mod binlog;
 mod fragments;
+mod in_order;
 mod non_transactional;
 mod outcome;
 mod plain;
@@ -72,6 +73,7 @@ pub use binlog::{
     ER_UNKNOWN_ERROR as BINLOG_UNKNOWN_ERROR, UNKNOWN_ERROR_NOTE as BINLOG_UNKNOWN_ERROR_NOTE,
 };
 pub use fragments::FragmentSource;
+pub use in_order::{binlog_has, binlog_state, set_gtid_statement, TURN_LOCK_GRACE};
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
 
@@ -93,6 +95,10 @@ pub struct ChannelSettings {
     /// Binlog them with the source transaction's server id and GTID
     /// domain (module doc).
     pub preserve_origin: bool,
+    /// `replica.binlog_gtids = "master"` (module [`in_order`]): one
+    /// transaction per replica transaction, under its master's GTID, the
+    /// commits in seqno order, the restart row after each COMMIT.
+    pub in_order: bool,
     /// Transactions per block (1: block commit off).
     pub block_commit_txns: usize,
     /// How long a block that is not full waits for more input once the
@@ -585,6 +591,9 @@ impl Channel {
     /// With `preserve_origin`, sets the session's server id and GTID
     /// domain to `txn`'s (outside any transaction), unless already set.
     async fn set_origin(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
+        if self.settings.in_order {
+            return self.set_gtid(txn, epoch).await;
+        }
         if !self.settings.preserve_origin {
             return Ok(());
         }
@@ -681,12 +690,38 @@ impl Channel {
             if let Some(after) = &unknown {
                 match self.read_own_row().await {
                     Ok(stored) => {
-                        let committed = records(&stored, seqnos());
+                        let mut committed = records(&stored, seqnos());
+                        let mut row = stored;
+                        if !committed && self.in_order() && self.non_transactional_ran.is_none() {
+                            // The COMMIT and the row after it are two
+                            // transactions: the replica's binlog tells
+                            // (not after a non-transactional change, which
+                            // MariaDB binlogs even when it rolls back).
+                            match self.binlog_records(todo.iter().map(|(t, _)| &**t)).await {
+                                Ok(true) => {
+                                    let (last, epoch) = todo.last().expect("non-empty block");
+                                    row = self.next_row(marker, seqnos());
+                                    if let Err((e, _)) = self
+                                        .row_after_commit(
+                                            &row,
+                                            last.commit_timestamp,
+                                            Some((last, *epoch)),
+                                        )
+                                        .await
+                                    {
+                                        return Err(e);
+                                    }
+                                    committed = true;
+                                }
+                                Ok(false) => {}
+                                Err((e, _)) => return Err(e),
+                            }
+                        }
                         self.log_outcome(&todo, after, committed);
                         if committed {
-                            attempt = Some(Ok(stored));
+                            attempt = Some(Ok(row));
                         } else if let Some(ran) = self.non_transactional_ran.take() {
-                            return Err(self.not_run_again(after.clone(), &ran));
+                            return Err(self.not_run_again(after.clone(), &ran).await);
                         }
                         unknown = None;
                     }
@@ -708,7 +743,7 @@ impl Channel {
                 if !cause.as_ref().is_some_and(outcome_unknown) {
                     if let Some(ran) = self.non_transactional_ran.take() {
                         let _ = self.conn.query_drop("ROLLBACK").await;
-                        return Err(self.not_run_again(error.clone(), &ran));
+                        return Err(self.not_run_again(error.clone(), &ran).await);
                     }
                 }
             }
@@ -762,7 +797,7 @@ impl Channel {
                         // unknown; a failed read keeps it.
                         unknown.get_or_insert(error);
                     } else if let Some(ran) = self.rollback_checked().await {
-                        return Err(self.not_run_again(error, &ran));
+                        return Err(self.not_run_again(error, &ran).await);
                     }
                     tokio::time::sleep(delay).await;
                     if lost {
@@ -781,7 +816,7 @@ impl Channel {
                 }
                 Err((error, _)) => {
                     if let Some(ran) = self.rollback_checked().await {
-                        return Err(self.not_run_again(error, &ran));
+                        return Err(self.not_run_again(error, &ran).await);
                     }
                     return Err(error);
                 }
@@ -853,18 +888,23 @@ impl Channel {
             }
             return self.try_xa(txn, epoch, &role, row).await;
         }
-        {
-            let (first, epoch) = todo[0];
-            self.set_origin(first, *epoch).await?;
-        }
         self.non_transactional_ran = None;
         if ddl {
             let (txn, epoch) = todo[0];
+            if self.in_order() {
+                // DDL commits as it runs: its turn comes first.
+                self.wait_turn(txn, *epoch, false).await?;
+            }
             self.mark_started(txn, *epoch).await?;
+        }
+        if !self.in_order() {
+            let (first, epoch) = todo[0];
+            self.set_origin(first, *epoch).await?;
         }
         // The binlog method sends the master's events (module `binlog`),
         // never the batched SQL.
         let mut batched = !ddl
+            && !self.settings.in_order
             && todo.iter().all(|(t, _)| rows_only(t))
             && (self.settings.method == crate::config::ApplyMethod::Sql
                 || todo.iter().all(|(t, _)| t.row_events.is_none()));
@@ -944,11 +984,33 @@ impl Channel {
         row: &RestartRow,
     ) -> Attempt {
         self.reset_binlog(false);
-        self.exec_text("START TRANSACTION", None).await?;
+        match todo.first() {
+            // The master's GTID, set with the START TRANSACTION (after a
+            // DDL's mark, which is not binlogged: the GTID is the DDL's).
+            Some((first, epoch)) if self.in_order() && first.gtid.is_some() => {
+                let gtid = first.gtid.expect("checked");
+                self.session_origin = None;
+                let sql = format!(
+                    "{};\nSTART TRANSACTION",
+                    in_order::set_gtid_statement(&gtid)
+                );
+                self.exec_text(&sql, Some((first, *epoch))).await?;
+            }
+            _ => self.exec_text("START TRANSACTION", None).await?,
+        }
         for (txn, epoch) in todo {
             self.apply_txn(txn, *epoch).await?;
         }
         let (last, epoch) = todo.last().expect("non-empty block");
+        if self.in_order() {
+            self.flush_binlog(Some((last, *epoch))).await?;
+            let (first, first_epoch) = todo[0];
+            self.wait_turn(first, *first_epoch, true).await?;
+            self.exec_text("COMMIT", Some((last, *epoch))).await?;
+            return self
+                .row_after_commit(row, last.commit_timestamp, Some((last, *epoch)))
+                .await;
+        }
         self.update_row(row, last.commit_timestamp, Some((last, *epoch)))
             .await?;
         self.exec_text("COMMIT", Some((last, *epoch))).await?;

@@ -328,6 +328,9 @@ pub async fn prepare(
     conn.query_drop(catalog::restart_add_session(catalog))
         .await
         .map_err(sql_err)?;
+    conn.query_drop(catalog::restart_add_rolled_back(catalog))
+        .await
+        .map_err(sql_err)?;
     end_previous_sessions(conn, catalog).await?;
     let mut rows = read(conn, catalog).await?;
     if rows.len() != usize::from(channels) {

@@ -605,6 +605,10 @@ pub struct Status {
     /// `applyMethod`: `[apply] method` of the configuration, `binlog` or
     /// `sql`.
     pub apply_method: String,
+    /// `binlogGtids`: `[replica] binlog_gtids` of the configuration:
+    /// `master` (the replica binlogs each master transaction under the
+    /// master's GTID, in the master's order), `own` or `off`.
+    pub binlog_gtids: String,
     /// `dependencyWaitCount`: transactions the row scheduler held back
     /// because the work they depend on was in flight on two or more
     /// channels (a DDL: on another channel than its own), since the
@@ -750,6 +754,7 @@ impl Status {
             open_temp_tables: 0,
             parallelism: "shard".to_string(),
             apply_method: "binlog".to_string(),
+            binlog_gtids: "master".to_string(),
             dependency_wait_count: 0,
             window_wait_count: 0,
             fallback_counts: None,

@@ -34,6 +34,7 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.open_temp_tables = s.open_temp_tables;
     status.parallelism = s.parallelism.as_str().to_string();
     status.apply_method = s.apply_method.as_str().to_string();
+    status.binlog_gtids = s.binlog_gtids.as_str().to_string();
     status.dependency_wait_count = s.row.dependency_waits;
     status.window_wait_count = s.window_wait_count;
     status.fallback_counts = fallback_counts(&s.row);
@@ -184,6 +185,7 @@ mod tests {
             open_temp_tables: 1,
             parallelism: Parallelism::Row,
             apply_method: crate::config::ApplyMethod::Sql,
+            binlog_gtids: crate::config::BinlogGtids::Own,
             row: RowStatus {
                 dependency_waits: 5,
                 // no_unique_key, statement, ..., foreign_key (ALL order).
@@ -237,6 +239,7 @@ mod tests {
         expected.open_temp_tables = 1;
         expected.parallelism = "row".into();
         expected.apply_method = "sql".into();
+        expected.binlog_gtids = "own".into();
         expected.dependency_wait_count = 5;
         expected.window_wait_count = 6;
         expected.fallback_counts = Some("no_unique_key=4,statement=2,foreign_key=7".into());

@@ -40,7 +40,8 @@ pub(super) struct Channels {
 impl Channels {
     /// Starts `config.apply.channels` channels, each from its restart row
     /// in `rows` as `recovery` reads them (the low-water mark at its base),
-    /// writing to the catalog `catalog`.
+    /// writing to the catalog `catalog`; `in_order`: each transaction
+    /// committed on its own under its master GTID, in seqno order.
     ///
     /// # Errors
     /// [`RunError::Setup`] when a thread cannot be started.
@@ -50,6 +51,7 @@ impl Channels {
         rows: &[RestartRow],
         recovery: &Recovery,
         queue: &Arc<crate::queue::TransactionQueue>,
+        in_order: bool,
     ) -> Result<Channels, RunError> {
         // Each channel's progress: everything sent to it is above the
         // recovered base, so (exact rows) a row beyond the base says
@@ -78,7 +80,13 @@ impl Channels {
                 catalog: catalog.to_string(),
                 sql_log_bin: config.replica.sql_log_bin,
                 preserve_origin: config.replica.preserve_origin,
-                block_commit_txns: config.apply.block_commit_txns.max(1) as usize,
+                in_order,
+                // Under the master's GTIDs, one transaction per commit.
+                block_commit_txns: if in_order {
+                    1
+                } else {
+                    config.apply.block_commit_txns.max(1) as usize
+                },
                 block_commit_interval: Duration::from_millis(config.apply.block_commit_interval_ms),
                 retry_max_attempts: config.apply.retry_max_attempts,
                 retry_max_backoff: Duration::from_millis(config.apply.retry_max_backoff_ms),

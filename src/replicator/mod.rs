@@ -41,6 +41,8 @@ pub mod extract;
 mod extract_only;
 mod feed;
 mod first_start;
+mod gtid_reconcile;
+mod gtid_topology;
 mod native;
 mod purge;
 mod run;

@@ -240,7 +240,14 @@ pub fn run(
         stored_source.and_then(|s| s.resume),
         options.hold.as_ref().map(|h| h.idle_mark()),
     )?;
-    let channels = Channels::start(config, &catalog, &start.rows, &start.recovery, &queue)?;
+    let channels = Channels::start(
+        config,
+        &catalog,
+        &start.rows,
+        &start.recovery,
+        &queue,
+        start.in_order,
+    )?;
 
     // The scheduler, on this thread.
     let counters = Arc::new(SchedulerCounters::default());

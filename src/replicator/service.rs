@@ -1073,6 +1073,7 @@ impl Service {
             open_temp_tables: 0,
             parallelism: self.config.apply.parallelism,
             apply_method: self.config.apply.method,
+            binlog_gtids: self.config.replica.binlog_gtids,
             row: inner.row_totals.clone(),
             minimum_stored_seqno: inner.last_stored.0,
             maximum_stored_seqno: inner.last_stored.1,

@@ -36,6 +36,10 @@ pub(super) struct CatalogStart {
     /// Every recorded skip, as the catalog holds it after this run
     /// recorded its own.
     pub recorded_skips: Vec<skipped::SkippedSeqno>,
+    /// The channels commit each transaction on its own under its master
+    /// GTID, in order (`binlog_gtids = "master"` on a replica with a
+    /// binlog; module `gtid_topology`).
+    pub in_order: bool,
 }
 
 /// Prepares the replica's catalog `catalog` for a run: checks the master
@@ -63,7 +67,7 @@ pub(super) fn prepare_catalog(
         None => None,
     };
     let requested_skips = requested_skips(queue, &options.skip_seqnos)?;
-    let (rows, map, recorded_skips, created) = runtime.block_on(async {
+    let (rows, map, recorded_skips, created, in_binlog, in_order) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
@@ -79,12 +83,21 @@ pub(super) fn prepare_catalog(
                 )
             })?;
         super::apply_method::check_apply_method(config, &mut conn).await?;
+        let in_order = super::gtid_topology::check_binlog_gtids(config, &mut conn).await?;
         let existed =
             first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
+        let in_binlog = if in_order {
+            super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue).await?
+        } else {
+            crate::position::SeqnoRanges::new()
+        };
         // A seqno the restart rows record committed is not skipped (it was
         // applied): neither recorded nor counted.
-        let requested_skips = not_committed(requested_skips, &restart::recover(&rows)?);
+        let requested_skips = not_committed(
+            requested_skips,
+            &restart::recover(&rows)?.with_committed(&in_binlog),
+        );
         // The DBA's skips are committed before anything is dispatched, and
         // every recorded one is skipped by this and every later run.
         if !requested_skips.is_empty() {
@@ -100,9 +113,9 @@ pub(super) fn prepare_catalog(
             .await
             .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
-        Ok::<_, RunError>((rows, map, recorded, !existed))
+        Ok::<_, RunError>((rows, map, recorded, !existed, in_binlog, in_order))
     })?;
-    let recovery = restart::recover(&rows)?;
+    let recovery = restart::recover(&rows)?.with_committed(&in_binlog);
     if config.apply.parallelism == Parallelism::Row {
         // A transaction may run on another channel than before the stop:
         // each channel's own row no longer tells what to skip.
@@ -115,6 +128,7 @@ pub(super) fn prepare_catalog(
         skip_seqnos: recorded_skip_ranges(&recorded_skips),
         created,
         recorded_skips,
+        in_order,
     })
 }
 

@@ -83,6 +83,8 @@ pub struct ServiceSpec {
     pub compound_blocks: bool,
     /// `[apply] method` (`None`: the product's default).
     pub method: Option<&'static str>,
+    /// `[replica] binlog_gtids` (`None`: the product's default).
+    pub binlog_gtids: Option<&'static str>,
     /// More sections appended to the configuration (e.g. `[metrics]`).
     pub extra_toml: String,
     /// `[queue] fragment_bytes` (`None`: the product's default).
@@ -123,6 +125,7 @@ impl ServiceSpec {
             replica_user: None,
             compound_blocks: true,
             method: None,
+            binlog_gtids: None,
             extra_toml: String::new(),
             fragment_bytes: None,
             unknown_shard_policy: "drop",
@@ -167,6 +170,7 @@ port = {replica_port}
 {replica_socket}
 user = "{replica_user}"
 password = "{replica_password}"
+{binlog_gtids}
 [queue]
 dir = "{queue}"
 {fragment_bytes}
@@ -189,6 +193,9 @@ socket = "{socket}"
 {extra}
 "#,
             extra = self.extra_toml,
+            binlog_gtids = self
+                .binlog_gtids
+                .map_or_else(String::new, |m| format!("binlog_gtids = \"{m}\"")),
             stop_grace = self
                 .stop_grace_ms
                 .map_or_else(String::new, |ms| format!("stop_grace_ms = {ms}")),

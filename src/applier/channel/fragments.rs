@@ -147,6 +147,30 @@ impl Channel {
                     match self.read_own_row().await {
                         Ok(stored) => {
                             let committed = records(&stored, self.fragment_seqnos(&stream));
+                            if !committed && self.in_order() && self.non_transactional_ran.is_none()
+                            {
+                                let last = stream.current.clone();
+                                if let Ok(true) = self.binlog_records(std::iter::once(&*last)).await
+                                {
+                                    let row = self
+                                        .next_row(&stream.marker, self.fragment_seqnos(&stream));
+                                    if let Err((e, _)) = self
+                                        .row_after_commit(
+                                            &row,
+                                            last.commit_timestamp,
+                                            Some((&last, stream.epoch)),
+                                        )
+                                        .await
+                                    {
+                                        self.release(&mut stream);
+                                        return Err(e);
+                                    }
+                                    self.progress.count_unknown_outcome(true);
+                                    self.row_written(row);
+                                    self.fragments_committed(&stream, started);
+                                    return Ok(ChainEnd::Committed(stream.marker.clone()));
+                                }
+                            }
                             tracing::info!(
                                 channel = self.settings.channel.get(),
                                 "outcome of {span} unknown after {}: {} (the restart row read \
@@ -179,7 +203,7 @@ impl Channel {
             } else if let Some(ran) = self.non_transactional_ran.take() {
                 let _ = self.conn.query_drop("ROLLBACK").await;
                 self.release(&mut stream);
-                return Err(self.not_run_again(error, &ran));
+                return Err(self.not_run_again(error, &ran).await);
             } else {
                 let _ = self.conn.query_drop("ROLLBACK").await;
             }
@@ -283,6 +307,18 @@ impl Channel {
         }
         let last = stream.current.clone();
         let row = self.next_row(&stream.marker, self.fragment_seqnos(stream));
+        if self.in_order() {
+            // The first fragment ran after a barrier: its turn has come.
+            // The restart row follows the COMMIT (module `in_order`).
+            self.flush_binlog(Some((&last, stream.epoch))).await?;
+            stream.committing = true;
+            self.exec_text("COMMIT", Some((&last, stream.epoch)))
+                .await?;
+            self.row_after_commit(&row, last.commit_timestamp, Some((&last, stream.epoch)))
+                .await?;
+            self.row_written(row);
+            return Ok(ChainEnd::Committed(stream.marker.clone()));
+        }
         self.update_row(&row, last.commit_timestamp, Some((&last, stream.epoch)))
             .await?;
         stream.committing = true;

@@ -103,8 +103,17 @@ impl Channel {
     /// The definite error of transaction `error.seqno` after its change to
     /// the non-transactional table `ran` ran: `error`, with what happened
     /// and what to do.
-    pub(super) fn not_run_again(&self, error: ApplyError, ran: &Ran) -> ApplyError {
+    pub(super) async fn not_run_again(&mut self, error: ApplyError, ran: &Ran) -> ApplyError {
         let seqno = error.seqno_number();
+        // Under the master's GTIDs the rolled-back transaction's GTID is in
+        // the replica's binlog (MariaDB writes the non-transactional change
+        // with a ROLLBACK): marked, so that a restart does not take the
+        // GTID for a commit (`replicator::gtid_reconcile`).
+        let binlogged = if self.in_order() {
+            self.mark_rolled_back(seqno).await
+        } else {
+            String::new()
+        };
         let cause = if error.code == 0 {
             error.message.clone()
         } else {
@@ -125,7 +134,7 @@ impl Channel {
                  the master's and undo on the replica what seqno {seqno} changed there \
                  (`shardrepctl log list --seqno {seqno}` shows its changes), then `shardrepctl \
                  online` applies the transaction whole; or, if the replica already holds all of \
-                 it, `shardrepctl online --skip-seqno {seqno}`"
+                 it, `shardrepctl online --skip-seqno {seqno}`{binlogged}"
             ),
             ..error
         }

@@ -49,6 +49,20 @@ impl Recovery {
         }
     }
 
+    /// The same recovery with `more` seqnos known committed (found in the
+    /// replica's binlog under `binlog_gtids = "master"`); legacy rows are
+    /// left as they are.
+    pub fn with_committed(mut self, more: &SeqnoRanges) -> Recovery {
+        if let Recovery::Exact { base, committed } = &mut self {
+            for s in more.iter() {
+                if base.is_none_or(|b| s > b) {
+                    committed.insert(s);
+                }
+            }
+        }
+        self
+    }
+
     /// The first seqno to read from the queue: `base + 1` (0 for none).
     pub fn start_seqno(&self) -> Seqno {
         self.base().map_or(Seqno::ZERO, Seqno::next)

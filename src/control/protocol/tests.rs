@@ -225,6 +225,7 @@ fn status_has_every_key() {
             "applyMethod",
             "applyRateBytesPerSecond",
             "applyRateTransactionsPerSecond",
+            "binlogGtids",
             "blocksCommittedCount",
             "bytesBehind",
             "catchUpEtaSeconds",

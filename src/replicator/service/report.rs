@@ -55,6 +55,8 @@ pub struct StatusSnapshot {
     pub parallelism: Parallelism,
     /// `[apply] method` of the configuration.
     pub apply_method: crate::config::ApplyMethod,
+    /// `[replica] binlog_gtids`.
+    pub binlog_gtids: crate::config::BinlogGtids,
     /// Row parallelism since the service started: transactions that
     /// waited for their dependencies, and per reason those whose writeset
     /// fell back to a coarser key; of the running run, what is in flight.

@@ -1,0 +1,310 @@
+//! `replica.binlog_gtids = "master"` ([`crate::config::BinlogGtids::Master`]):
+//! each master transaction is committed on the replica as a transaction of
+//! its own, binlogged under the master's GTID, the commits in seqno order.
+//!
+//! - **The master's GTID**: before `START TRANSACTION` the session is set to
+//!   the transaction's GTID (`SET SESSION server_id = S, gtid_domain_id =
+//!   D, gtid_seq_no = N`, as `mariadb-binlog` replays do; needs BINLOG
+//!   REPLAY or SUPER). The server refuses a sequence number at or below the
+//!   domain's last one under `gtid_strict_mode` (1950) when it is set.
+//! - **Commit order**: transactions execute in parallel on the channels; a
+//!   COMMIT waits until every seqno before its transaction is done (the
+//!   low-water mark, [`crate::applier::progress::Progress::low_water`]), so
+//!   the replica's binlog holds each domain's GTIDs in the master's order
+//!   (what MariaDB's in-order parallel replication and MySQL's
+//!   `replica_preserve_commit_order` do). A transaction that has executed
+//!   and waits longer than [`TURN_LOCK_GRACE`] for its turn rolls back (an
+//!   earlier one may wait for one of its row locks, a conflict the
+//!   writesets do not see, such as a gap lock) and runs again when its turn
+//!   has come.
+//! - **Restart rows**: the restart row cannot be in the transaction (it
+//!   would be binlogged, and the replica's own replicas have no catalog
+//!   table: they would stop with 1146), so it is written right after the
+//!   COMMIT without binary logging. Between the two, the replica's binlog
+//!   is the record: a seqno whose GTID is in the replica's
+//!   `gtid_binlog_state` is committed ([`binlog_has`]), both after a lost
+//!   COMMIT reply and at the next start (the replicator's reconciliation).
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use super::{Attempt, Channel};
+use crate::applier::error::ApplyError;
+use crate::applier::restart::RestartRow;
+use crate::applier::retry::{classify, outcome_unknown, ErrorClass};
+use crate::event::Transaction;
+use crate::mysql::error_codes::ER_LOCK_DEADLOCK;
+use crate::position::{Epoch, Gtid, Seqno};
+
+/// How long a transaction that has executed may hold its locks while it
+/// waits for the transactions before it to commit, before it rolls back
+/// (module doc).
+pub const TURN_LOCK_GRACE: Duration = Duration::from_secs(1);
+
+/// Attempts at writing a restart row after its COMMIT (each after a
+/// reconnect when the connection was lost).
+const ROW_ATTEMPTS: u32 = 10;
+
+/// The statement that sets a session to binlog its next transaction under
+/// `gtid`.
+pub fn set_gtid_statement(gtid: &Gtid) -> String {
+    format!(
+        "SET SESSION server_id = {}, gtid_domain_id = {}, gtid_seq_no = {}",
+        gtid.server_id, gtid.domain_id, gtid.seq_no
+    )
+}
+
+/// Whether `state` (the replica's `@@gtid_binlog_state`: the last GTID
+/// per domain and server id, comma-separated) holds `gtid` or a later
+/// one of the same domain and server id.
+///
+/// # Errors
+/// A part of `state` that is not `domain-server-seqno`.
+pub fn binlog_has(state: &str, gtid: &Gtid) -> Result<bool, String> {
+    for part in state.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let g: Gtid = part
+            .parse()
+            .map_err(|e| format!("@@gtid_binlog_state part {part:?}: {e}"))?;
+        if g.domain_id == gtid.domain_id && g.server_id == gtid.server_id && g.seq_no >= gtid.seq_no
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The replica's `@@gtid_binlog_state`.
+///
+/// # Errors
+/// The driver's.
+pub async fn binlog_state(conn: &mut mysql_async::Conn) -> Result<String, mysql_async::Error> {
+    let state: Option<String> = conn
+        .query_first("SELECT @@GLOBAL.gtid_binlog_state")
+        .await?;
+    Ok(state.unwrap_or_default())
+}
+
+impl Channel {
+    /// Whether this channel commits in order under the master's GTIDs.
+    pub(super) fn in_order(&self) -> bool {
+        self.settings.in_order
+    }
+
+    /// Sets the session to binlog the next transaction under `txn`'s GTID
+    /// (a transaction without one keeps the session's own).
+    pub(super) async fn set_gtid(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
+        let Some(gtid) = txn.gtid else {
+            return Ok(());
+        };
+        self.session_origin = None;
+        self.exec_text(&set_gtid_statement(&gtid), Some((txn, epoch)))
+            .await
+    }
+
+    /// Waits until every seqno before `txn`'s is done. With `holding`
+    /// (the transaction has executed and holds its locks), after
+    /// [`TURN_LOCK_GRACE`] it rolls back, waits, and returns a deadlock
+    /// error (1213, transient: the block runs again).
+    pub(super) async fn wait_turn(
+        &mut self,
+        txn: &Transaction,
+        epoch: Epoch,
+        holding: bool,
+    ) -> Attempt {
+        let Some(before) = txn.seqno.get().checked_sub(1).map(Seqno) else {
+            return Ok(());
+        };
+        let progress = self.progress.clone();
+        let turn =
+            |p: &crate::applier::progress::Progress| p.low_water().is_some_and(|l| l >= before);
+        if turn(&progress) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + TURN_LOCK_GRACE;
+        if !progress.wait_until(|p| turn(p) || (holding && Instant::now() >= deadline)) {
+            return Err((self.predecessor_failed(txn, before), None));
+        }
+        if turn(&progress) {
+            return Ok(());
+        }
+        self.exec_text("ROLLBACK", Some((txn, epoch))).await?;
+        if !progress.wait_until(turn) {
+            return Err((self.predecessor_failed(txn, before), None));
+        }
+        let message = format!(
+            "seqno {} waited {} ms for seqno {before} to commit while holding its row locks: \
+             rolled back so that an earlier transaction waiting for one of them can commit, \
+             applied again now",
+            txn.seqno,
+            TURN_LOCK_GRACE.as_millis()
+        );
+        let cause = mysql_async::Error::Server(mysql_async::ServerError {
+            code: ER_LOCK_DEADLOCK,
+            message: message.clone(),
+            state: "40001".to_string(),
+        });
+        Err((
+            self.plain_error(txn, "COMMIT".to_string(), ER_LOCK_DEADLOCK, message),
+            Some(cause),
+        ))
+    }
+
+    fn predecessor_failed(&self, txn: &Transaction, before: Seqno) -> ApplyError {
+        self.plain_error(
+            txn,
+            String::new(),
+            0,
+            format!(
+                "not committed: it commits after seqno {before} (binlog_gtids = \"master\"), and \
+                 the service stopped on an error before that one committed"
+            ),
+        )
+    }
+
+    /// Writes `row` after its transaction's COMMIT, without binary logging
+    /// (module doc), reconnecting and trying again after transient errors;
+    /// the data is committed either way, so an error here never makes the
+    /// block run again (its cause is dropped).
+    pub(super) async fn row_after_commit(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, Epoch)>,
+    ) -> Attempt {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let written = async {
+                self.catalog_only_logging(false).await?;
+                self.update_row(row, extract_time, at).await?;
+                self.catalog_only_logging(true).await
+            }
+            .await;
+            match written {
+                Ok(()) => return Ok(()),
+                Err((error, Some(cause)))
+                    if attempt < ROW_ATTEMPTS && classify(&cause) == ErrorClass::Transient =>
+                {
+                    tracing::warn!(
+                        channel = self.settings.channel.get(),
+                        seqno = error.seqno_number(),
+                        error = %error.message,
+                        "the restart row after a committed transaction was not written; trying \
+                         again (the replica's binlog records the transaction meanwhile)"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50 << attempt.min(5))).await;
+                    if outcome_unknown(&cause) {
+                        let _ = self.reconnect().await;
+                    }
+                }
+                Err((error, _)) => return Err((error, None)),
+            }
+        }
+    }
+
+    /// Marks seqno `seqno` in this channel's restart row as rolled back
+    /// although its GTID is in the replica's binlog (a non-transactional
+    /// change ran: MariaDB binlogs it with a ROLLBACK), not binlogged;
+    /// returns what the error adds for the DBA.
+    pub(super) async fn mark_rolled_back(&mut self, seqno: u64) -> String {
+        let sql = crate::catalog::restart_mark_rolled_back(&self.settings.catalog);
+        let marked = async {
+            self.conn.query_drop("SET SESSION sql_log_bin = 0").await?;
+            let done = self
+                .conn
+                .exec_drop(
+                    sql.as_str(),
+                    (seqno, u64::from(self.settings.channel.get())),
+                )
+                .await;
+            self.conn
+                .query_drop("SET SESSION sql_log_bin = 1")
+                .await
+                .and(done)
+        }
+        .await;
+        let mark = match marked {
+            Ok(()) => String::new(),
+            Err(e) => format!(
+                " (the mark of this in the restart row could not be written: {}; a restart \
+                 may take the transaction for committed)",
+                crate::mysql::error_text(&e)
+            ),
+        };
+        format!(
+            ". Under binlog_gtids = \"master\" the replica's binlog holds this transaction's \
+             master GTID (MariaDB binlogs the non-transactional change of a rolled-back \
+             transaction, with a ROLLBACK), so replicas of this replica received that change; \
+             applying the transaction again binlogs its GTID a second time, which \
+             gtid_strict_mode = ON refuses (error 1950): there, apply its other changes by \
+             hand with sql_log_bin = 0 and skip it{mark}"
+        )
+    }
+
+    /// Whether every transaction of `txns` is in the replica's binlog (its
+    /// GTID in `@@gtid_binlog_state`): committed, after a lost reply.
+    pub(super) async fn binlog_records(
+        &mut self,
+        txns: impl Iterator<Item = &Transaction>,
+    ) -> Result<bool, (ApplyError, Option<mysql_async::Error>)> {
+        let state = match binlog_state(&mut self.conn).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Err((
+                    self.error_at(None, "SELECT @@GLOBAL.gtid_binlog_state", &e),
+                    Some(e),
+                ))
+            }
+        };
+        let mut any = false;
+        for txn in txns {
+            let Some(gtid) = txn.gtid else {
+                return Ok(false);
+            };
+            any = true;
+            match binlog_has(&state, &gtid) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(message) => {
+                    return Err((self.plain_error(txn, String::new(), 0, message), None))
+                }
+            }
+        }
+        Ok(any)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gtid(d: u32, s: u32, n: u64) -> Gtid {
+        Gtid {
+            domain_id: d,
+            server_id: s,
+            seq_no: n,
+        }
+    }
+
+    #[test]
+    fn the_binlog_state_holds_a_gtid_of_its_domain_and_server_at_or_after_it() {
+        let state = "0-1-100,0-3-5000,2-1-7";
+        assert!(binlog_has(state, &gtid(0, 1, 100)).unwrap());
+        assert!(binlog_has(state, &gtid(0, 1, 99)).unwrap());
+        assert!(!binlog_has(state, &gtid(0, 1, 101)).unwrap());
+        // The replica's own GTIDs of the domain say nothing of the master's.
+        assert!(!binlog_has(state, &gtid(0, 2, 101)).unwrap());
+        assert!(!binlog_has(state, &gtid(1, 1, 1)).unwrap());
+        assert!(!binlog_has("", &gtid(0, 1, 1)).unwrap());
+        assert!(binlog_has("0-1-x", &gtid(0, 1, 1)).is_err());
+    }
+
+    #[test]
+    fn the_session_is_set_to_the_masters_gtid() {
+        assert_eq!(
+            set_gtid_statement(&gtid(2, 11, 4711)),
+            "SET SESSION server_id = 11, gtid_domain_id = 2, gtid_seq_no = 4711"
+        );
+    }
+}

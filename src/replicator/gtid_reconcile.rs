@@ -1,0 +1,110 @@
+//! Under `replica.binlog_gtids = "master"` a channel writes its restart row
+//! right after each COMMIT, in a transaction of its own (module
+//! `applier::channel::in_order`): a crash between the two leaves a
+//! committed transaction that no restart row records. The replica's binlog
+//! records it: its GTID (the master's) is in `@@gtid_binlog_state`. Before
+//! a run, [`reconcile`] reads the queue above what the rows record and
+//! returns every seqno whose GTID the replica's binlog holds, which the run
+//! then does not apply again.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+use crate::applier::channel::{binlog_has, binlog_state};
+use crate::applier::restart::{self, Recovery, RestartRow};
+use crate::position::{Seqno, SeqnoRanges};
+use crate::queue::TransactionQueue;
+
+use super::RunError;
+
+/// How many transactions past the last one the binlog records the walk
+/// goes on reading (a commit window is far smaller).
+const WALK_PAST_LAST_FOUND: u64 = 100_000;
+
+/// The seqnos above what `rows` record committed whose GTIDs the
+/// replica's binlog holds (module doc): committed, to be handled as such
+/// by this run ([`Recovery::with_committed`]). Nothing is written: until
+/// the channels' rows pass them, every start finds them again.
+///
+/// # Errors
+/// [`RunError::Setup`] when the replica or the queue cannot be read; the
+/// rows' own errors ([`restart::recover`]).
+pub(super) async fn reconcile(
+    conn: &mut Conn,
+    catalog: &str,
+    rows: &[RestartRow],
+    queue: &TransactionQueue,
+) -> Result<SeqnoRanges, RunError> {
+    let recovery = restart::recover(rows)?;
+    let Recovery::Exact { base, committed } = &recovery else {
+        return Ok(SeqnoRanges::new());
+    };
+    let state = binlog_state(conn).await.map_err(|e| {
+        RunError::setup(format!(
+            "cannot read the replica's @@gtid_binlog_state: {}",
+            crate::mysql::ErrorText(&e)
+        ))
+    })?;
+    if state.is_empty() {
+        return Ok(SeqnoRanges::new());
+    }
+    // Rolled back after their GTIDs were binlogged (a non-transactional
+    // change ran): not committed, whatever the binlog says.
+    let rolled_back: Vec<Option<i64>> = conn
+        .query(crate::catalog::restart_select_rolled_back(catalog))
+        .await
+        .map_err(|e| {
+            RunError::setup(format!(
+                "cannot read the restart rows' rolled-back seqnos: {}",
+                crate::mysql::ErrorText(&e)
+            ))
+        })?;
+    let rolled_back: Vec<u64> = rolled_back
+        .into_iter()
+        .flatten()
+        .filter_map(|s| u64::try_from(s).ok())
+        .collect();
+    let start = recovery.start_seqno();
+    let mut reader = match queue.reader_from(start) {
+        Ok(r) => r,
+        // Purged: the run's own checks say so.
+        Err(_) => return Ok(SeqnoRanges::new()),
+    };
+    let mut found = SeqnoRanges::new();
+    let mut last_found: Option<Seqno> = None;
+    let mut seqno = start;
+    loop {
+        if last_found.map_or(seqno.get() - start.get(), |l| seqno.get() - l.get())
+            > WALK_PAST_LAST_FOUND
+        {
+            break;
+        }
+        let txn = match reader.try_next() {
+            Ok(Some(t)) => t,
+            // A record that cannot be read: the run reads it again and
+            // stops there, naming it.
+            Ok(None) | Err(_) => break,
+        };
+        seqno = txn.seqno;
+        let done = base.is_some_and(|b| txn.seqno <= b) || committed.contains(txn.seqno);
+        // A fragment that does not end its transaction commits with its
+        // last one.
+        if !done && !txn.continues() && !rolled_back.contains(&txn.seqno.get()) {
+            if let Some(gtid) = txn.gtid {
+                if binlog_has(&state, &gtid).map_err(RunError::setup)? {
+                    found.insert(txn.seqno);
+                    last_found = Some(txn.seqno);
+                }
+            }
+        }
+        seqno = seqno.next();
+    }
+    if !found.is_empty() {
+        tracing::info!(
+            seqnos = %found,
+            "committed on the replica after the restart rows were last written (the replica's \
+             binlog holds their master GTIDs): not applied again"
+        );
+    }
+    Ok(found)
+}

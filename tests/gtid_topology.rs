@@ -1,0 +1,417 @@
+//! The replica stays a good citizen of its GTID topology under
+//! `[replica] binlog_gtids = "master"` (the default).
+//!
+//! The topology: the master; replica 2 ([`TARGET`]) with
+//! `gtid_strict_mode = ON` and `log_slave_updates`; replica 3 replicating
+//! from replica 2 by GTID (`MASTER_USE_GTID = slave_pos`). shardrep takes
+//! replica 2 over from native replication and catches up a row-parallel
+//! workload (8 channels, DDL, foreign keys, hot rows) while it is killed
+//! with SIGKILL six times. Then:
+//!
+//! - replica 3 applies everything replica 2 binlogs, never stops (its SQL
+//!   thread runs with `Last_Errno` 0 at every kill), and ends equal to the
+//!   master;
+//! - at the clean offline replica 2's `gtid_binlog_pos` equals the
+//!   master's (the GTID position shardrep applied), and every transaction
+//!   replica 2 binlogged since the takeover carries a master GTID (server
+//!   id 1), each domain's sequence numbers rising (`SHOW BINLOG EVENTS`,
+//!   the events `mariadb-binlog` prints);
+//! - the handback gives native replication that goes on under strict mode
+//!   with `Last_Errno` 0;
+//! - replica 3, re-pointed to the master with `MASTER_USE_GTID =
+//!   slave_pos`, neither misses nor repeats a transaction: it stays equal
+//!   to the master through more writes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::committed_watch::jitter;
+use common::row_workload::{assert_schema_equal, Workload};
+use common::service::{
+    assert_native_ok, ctl_ok, drop_everywhere, native_from_now, status, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, TARGET,
+};
+use common::{quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbox, Server};
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+/// Replica 3: reads replica 2's binlog.
+const CHAINED: Server = Server::Replica(3);
+
+/// The master's server id in the sandbox (`SANDBOX_MASTER_SERVER_ID`).
+const MASTER_SERVER_ID: u32 = 1;
+
+/// Starts replica 3 when it is not running (`scripts/sandbox.sh up 3`).
+fn ensure_chained_replica(sb: &Sandbox) {
+    if std::net::TcpStream::connect(("127.0.0.1", sb.port(CHAINED))).is_ok() {
+        return;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(sb.root.join("scripts/sandbox.sh"))
+        .args(["up", "3"])
+        .output()
+        .expect("run scripts/sandbox.sh");
+    assert!(
+        out.status.success(),
+        "scripts/sandbox.sh up 3 failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Replica 3's SQL thread runs with `Last_Errno` 0.
+async fn assert_chained_running(sb: &Sandbox, when: &str) {
+    let mut conn = sb.connect(CHAINED).await;
+    let status = shardrep::replica::slave_status(&mut conn)
+        .await
+        .unwrap()
+        .expect("replica 3 replicates");
+    assert!(status.sql_running, "replica 3 {when}: {status:?}");
+    assert_eq!(status.last_errno, 0, "replica 3 {when}: {status:?}");
+}
+
+/// Points replica 3 at `port` by GTID, from `@@gtid_slave_pos` `pos`
+/// (`None`: the one it has).
+async fn point_chained(sb: &Sandbox, port: u16, pos: Option<&str>) {
+    let mut conn = sb.connect(CHAINED).await;
+    conn.query_drop("STOP SLAVE").await.unwrap();
+    if let Some(pos) = pos {
+        conn.query_drop("RESET SLAVE ALL").await.unwrap();
+        conn.exec_drop("SET GLOBAL gtid_slave_pos = ?", (pos,))
+            .await
+            .unwrap();
+    }
+    let settings = sb.root.join("conf/sandbox.env");
+    let text = std::fs::read_to_string(settings).unwrap();
+    let get = |key: &str| {
+        std::env::var(key).unwrap_or_else(|_| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("conf/sandbox.env lacks {key}"))
+                .to_string()
+        })
+    };
+    // CHANGE MASTER takes no placeholders: literals (the sandbox's own
+    // user and password, quoted).
+    let quote = |s: String| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"));
+    conn.query_drop(format!(
+        "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port}, MASTER_USER = {}, \
+         MASTER_PASSWORD = {}, MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1",
+        quote(get("SANDBOX_REPL_USER")),
+        quote(get("SANDBOX_REPL_PASSWORD"))
+    ))
+    .await
+    .unwrap();
+    conn.query_drop("START SLAVE").await.unwrap();
+}
+
+/// Every GTID in replica 2's binlog, in binlog order (`SHOW BINLOG
+/// EVENTS` of each file: the Gtid events `mariadb-binlog` prints).
+async fn target_binlog_gtids(sb: &Sandbox) -> Vec<(u32, u32, u64)> {
+    let mut conn = sb.connect(TARGET).await;
+    let files: Vec<String> = conn
+        .query::<mysql_async::Row, _>("SHOW BINARY LOGS")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.get::<String, _>(0).unwrap())
+        .collect();
+    let mut gtids = Vec::new();
+    for file in files {
+        let events: Vec<mysql_async::Row> = conn
+            .query(format!("SHOW BINLOG EVENTS IN '{file}'"))
+            .await
+            .unwrap();
+        for e in events {
+            let kind: String = e.get(2).unwrap();
+            if kind != "Gtid" {
+                continue;
+            }
+            let server: u32 = e.get(3).unwrap();
+            let info: String = e.get(5).unwrap();
+            // "BEGIN GTID 0-1-5", "GTID 0-1-6" (DDL), "XA START ... GTID".
+            let text = info
+                .split_whitespace()
+                .find(|w| {
+                    w.matches('-').count() == 2 && w.starts_with(|c: char| c.is_ascii_digit())
+                })
+                .unwrap_or_else(|| panic!("no GTID in {info:?}"));
+            let mut parts = text.split('-');
+            let domain: u32 = parts.next().unwrap().parse().unwrap();
+            let gtid_server: u32 = parts.next().unwrap().parse().unwrap();
+            let seq: u64 = parts.next().unwrap().parse().unwrap();
+            assert_eq!(server, gtid_server, "{info}");
+            gtids.push((domain, gtid_server, seq));
+        }
+    }
+    gtids
+}
+
+async fn gtid_binlog_pos(sb: &Sandbox, server: Server) -> String {
+    sb.connect(server)
+        .await
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Restores `gtid_strict_mode = OFF` on replica 2 and stops replica 3
+/// (which would otherwise read replica 2 in the next tests), even when the
+/// test panics.
+struct TopologyGuard;
+
+impl Drop for TopologyGuard {
+    fn drop(&mut self) {
+        let sb = sandbox();
+        let run = |server: Server, sql: &str| {
+            let _ = std::process::Command::new("mariadb")
+                .args([
+                    "--no-defaults",
+                    "-h127.0.0.1",
+                    &format!("-P{}", sb.port(server)),
+                    &format!("-u{}", sb.user),
+                    &format!("-p{}", sb.password),
+                    "-e",
+                    sql,
+                ])
+                .output();
+        };
+        run(TARGET, "SET GLOBAL gtid_strict_mode = OFF");
+        run(CHAINED, "STOP SLAVE");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
+    let sb = sandbox();
+    ensure_chained_replica(sb);
+    let _guard = TopologyGuard;
+
+    // Replica 2's binlog from now on, strict mode, native replication from
+    // the master's position; replica 3 reading replica 2 from the start of
+    // its (new) binlog.
+    let mut target = sb.connect(TARGET).await;
+    target.query_drop("STOP SLAVE").await.unwrap();
+    point_chained(sb, sb.port(TARGET), Some("")).await;
+    sb.connect(CHAINED)
+        .await
+        .query_drop("STOP SLAVE")
+        .await
+        .unwrap();
+    target
+        .query_drop("RESET MASTER; SET GLOBAL gtid_strict_mode = ON")
+        .await
+        .unwrap();
+    drop(target);
+    native_from_now(sb).await;
+    let master_pos = gtid_binlog_pos(sb, Server::Master).await;
+    // Replica 3 starts where replica 2 is (same data: the schemas below
+    // are new).
+    point_chained(sb, sb.port(TARGET), Some(&master_pos)).await;
+    let scratch = unique_schema("gtidpre");
+    sb.exec(
+        Server::Master,
+        &format!("CREATE DATABASE {}", quote_ident(&scratch)),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
+    assert_chained_running(sb, "before the takeover").await;
+
+    let schema = unique_schema("gtidtopo");
+    let mut spec = ServiceSpec::new("gtidtopo", std::slice::from_ref(&schema), "takeover");
+    spec.channels = 8;
+    spec.parallelism = "row";
+    spec.sync_interval = 100;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "ONLINE", "--timeout-secs", "60"],
+    );
+    assert_eq!(status(&spec)["binlogGtids"], "master");
+    let load = {
+        let workload = Workload::new(&schema, 6, 2_000, 0x6e1d_0035);
+        tokio::spawn(async move { workload.run(sandbox()).await })
+    };
+    let mut first = Some(process);
+    for round in 0..6 {
+        let mut process = first.take().unwrap_or_else(|| spec.spawn(sb, false));
+        tokio::time::sleep(jitter(400, 1_200)).await;
+        assert!(
+            process.running(),
+            "shardrep died in round {round}:\n{}",
+            process.log_text()
+        );
+        assert_chained_running(sb, &format!("at kill {round}")).await;
+        process.kill();
+    }
+    let done = load.await.expect("the workload");
+    assert!(done.transactions > 0, "{done:?}");
+
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    let log = process.log_text();
+    for code in ["error 1062", "error 1032", "error 1950"] {
+        assert!(!log.contains(code), "a run logged {code}:\n{log}");
+    }
+    assert_schema_equal(sb, TARGET, &schema).await;
+    // Replica 3 has applied everything replica 2 binlogged: the master's
+    // GTIDs, so it can wait for the master's position.
+    wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
+    assert_chained_running(sb, "after the catch-up").await;
+    assert_schema_equal(sb, CHAINED, &schema).await;
+
+    // A clean offline: replica 2's binlog is at the master's position.
+    ctl_ok(&spec, &["offline"]);
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:NORMAL", "--timeout-secs", "60"],
+    );
+    // (Each domain replica 2's binlog has had since its RESET MASTER: the
+    // master's binlog may also hold other domains, of earlier tests.)
+    let by_domain = |pos: String| -> std::collections::BTreeMap<String, String> {
+        pos.split(',')
+            .filter(|g| !g.is_empty())
+            .map(|g| (g.split('-').next().unwrap().to_string(), g.to_string()))
+            .collect()
+    };
+    let master_pos = by_domain(gtid_binlog_pos(sb, Server::Master).await);
+    let target_pos = by_domain(gtid_binlog_pos(sb, TARGET).await);
+    assert!(target_pos.contains_key("0"), "{target_pos:?}");
+    for (domain, gtid) in &target_pos {
+        assert_eq!(
+            Some(gtid),
+            master_pos.get(domain),
+            "{target_pos:?} {master_pos:?}"
+        );
+    }
+    // The restart rows (every one at one seqno) record the same position.
+    let recorded: Vec<String> = sb
+        .connect(TARGET)
+        .await
+        .query(format!(
+            "SELECT DISTINCT gtid FROM {}.restart_position",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let recorded = by_domain(recorded[0].clone());
+    assert_eq!(recorded.get("0"), target_pos.get("0"), "{recorded:?}");
+    let gtids = target_binlog_gtids(sb).await;
+    assert!(gtids.len() as u64 >= done.transactions, "{}", gtids.len());
+    let mut last = std::collections::BTreeMap::new();
+    for (domain, server, seq) in &gtids {
+        assert_eq!(*server, MASTER_SERVER_ID, "{domain}-{server}-{seq}");
+        if let Some(before) = last.insert(*domain, *seq) {
+            assert!(*seq > before, "{domain}-{server}-{seq} after {before}");
+        }
+    }
+
+    // Handback under strict mode: native replication goes on.
+    let handback: Value =
+        serde_json::from_str(&ctl_ok(&spec, &["--json", "handback", "--start-slave"])).unwrap();
+    assert!(handback["seqno"].as_i64().is_some(), "{handback}");
+    let q = quote_ident(&schema);
+    sb.exec(
+        Server::Master,
+        &format!(
+            "UPDATE {q}.hot SET v = v + 1 WHERE id = 1; \
+             INSERT INTO {q}.pk (id, v) VALUES (9000001, 1)"
+        ),
+    )
+    .await;
+    assert_native_ok(sb).await;
+    assert_schema_equal(sb, TARGET, &schema).await;
+    wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
+    assert_schema_equal(sb, CHAINED, &schema).await;
+
+    // Replica 3 re-pointed to the master: no gap, no repeat.
+    point_chained(sb, sb.port(Server::Master), None).await;
+    sb.exec(
+        Server::Master,
+        &format!(
+            "UPDATE {q}.hot SET v = v + 1 WHERE id = 2; \
+             INSERT INTO {q}.pk (id, v) VALUES (9000002, 2); \
+             DELETE FROM {q}.pk WHERE id = 9000001"
+        ),
+    )
+    .await;
+    wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
+    assert_chained_running(sb, "re-pointed to the master").await;
+    assert_schema_equal(sb, CHAINED, &schema).await;
+
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    let mut chained = sb.connect(CHAINED).await;
+    chained.query_drop("STOP SLAVE").await.unwrap();
+    for s in [&schema, &scratch] {
+        chained
+            .query_drop(format!(
+                "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS {}",
+                quote_ident(s)
+            ))
+            .await
+            .unwrap();
+    }
+    drop(chained);
+    drop_everywhere(sb, &[schema, scratch]).await;
+}
+
+/// A crash between a COMMIT and the restart row written after it (under
+/// the master's GTIDs the row is a transaction of its own), made by
+/// rewinding the restart rows by hand: the next start finds the
+/// transactions the rows do not record in the replica's binlog (their
+/// master GTIDs in `@@gtid_binlog_state`) and applies none of them again
+/// (no 1062), the tables equal to the master's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_restart_row_was_lost_is_found_in_the_replicas_binlog() {
+    let sb = sandbox();
+    common::service::stop_target_slave(sb).await;
+    let schema = unique_schema("gtidrow");
+    let q = quote_ident(&schema);
+    let start = common::service::master_position(sb).await;
+    sb.exec(
+        Server::Master,
+        &format!("CREATE DATABASE {q}; CREATE TABLE {q}.t (id INT PRIMARY KEY, v INT)"),
+    )
+    .await;
+    for id in 1..=6 {
+        sb.exec(
+            Server::Master,
+            &format!("INSERT INTO {q}.t VALUES ({id}, {id})"),
+        )
+        .await;
+    }
+    let mut spec = ServiceSpec::new("gtidrow", std::slice::from_ref(&schema), &start);
+    spec.channels = 2;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let first = spec.run_until_idle(sb).expect("first run");
+    assert_eq!(first.dispatched, 8, "{first:?}");
+    let last = *spec.restart_seqnos(sb).await.iter().max().unwrap();
+    assert_eq!(last, 7);
+    // Rows rewound 4 seqnos: the last four INSERTs committed, unrecorded.
+    sb.exec(
+        TARGET,
+        &format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {}.restart_position \
+             SET seqno = {at}, low_water = {at}, committed_above = ''",
+            quote_ident(&spec.catalog()),
+            at = last - 4
+        ),
+    )
+    .await;
+    let again = spec.run_until_idle(sb).expect("second run");
+    assert_eq!(again.dispatched, 0, "{again:?}");
+    common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t").await;
+    // The rows record them now: a third run reads nothing either.
+    let third = spec.run_until_idle(sb).expect("third run");
+    assert_eq!(third.dispatched, 0, "{third:?}");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}
