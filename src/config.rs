@@ -161,6 +161,11 @@ impl fmt::Display for Parallelism {
 /// (`replica.binlog_gtids`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinlogGtids {
+    /// `"auto"` (the default): `"master"` when the replica writes a binlog
+    /// with `log_slave_updates` (as native replication binlogs what it
+    /// applies), else `"off"` (native replication binlogs nothing of it),
+    /// decided at every start from the replica's settings.
+    Auto,
     /// `"master"`: each master transaction is committed on the replica as
     /// a transaction of its own under the master's GTID (`SET SESSION
     /// gtid_domain_id, server_id, gtid_seq_no`, as `mariadb-binlog`
@@ -181,20 +186,38 @@ pub enum BinlogGtids {
 
 impl BinlogGtids {
     /// Every mode, in the order messages list them.
-    pub const ALL: [BinlogGtids; 3] = [BinlogGtids::Master, BinlogGtids::Own, BinlogGtids::Off];
+    pub const ALL: [BinlogGtids; 4] = [
+        BinlogGtids::Auto,
+        BinlogGtids::Master,
+        BinlogGtids::Own,
+        BinlogGtids::Off,
+    ];
 
     /// The TOML spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            BinlogGtids::Auto => "auto",
             BinlogGtids::Master => "master",
             BinlogGtids::Own => "own",
             BinlogGtids::Off => "off",
         }
     }
 
-    /// Whether applied changes are binlogged at all.
+    /// Whether applied changes may be binlogged (`"auto"`: when the
+    /// replica's settings say so).
     pub fn logs(self) -> bool {
         self != BinlogGtids::Off
+    }
+
+    /// The mode a start applies with on a replica whose `log_bin` and
+    /// `log_slave_updates` are as given: `"auto"` resolved, the others as
+    /// they are.
+    pub fn resolve(self, log_bin: bool, log_slave_updates: bool) -> BinlogGtids {
+        match self {
+            BinlogGtids::Auto if log_bin && log_slave_updates => BinlogGtids::Master,
+            BinlogGtids::Auto => BinlogGtids::Off,
+            other => other,
+        }
     }
 }
 
@@ -454,10 +477,10 @@ pub struct ReplicaConfig {
     /// so they are binlogged with it; every shard filter drops them
     /// (`crate::shard::filter`, rule 1, and [`crate::shard::is_catalog_table`]).
     pub sql_log_bin: bool,
-    /// `binlog_gtids` ([`BinlogGtids`]): `"master"`, `"own"` or `"off"`.
-    /// Absent: `"own"` when `sql_log_bin = true` is written, `"off"` when
-    /// `sql_log_bin = false`, else the default `"master"`. `sql_log_bin`
-    /// above is false exactly when this is `"off"`.
+    /// `binlog_gtids` ([`BinlogGtids`]): `"auto"`, `"master"`, `"own"` or
+    /// `"off"`. Absent: `"own"` when `sql_log_bin = true` is written,
+    /// `"off"` when `sql_log_bin = false`, else the default `"auto"`.
+    /// `sql_log_bin` above is false exactly when this is `"off"`.
     pub binlog_gtids: BinlogGtids,
     /// `preserve_origin`: on each channel's connection, set the session's
     /// `server_id` and `gtid_domain_id` to the source transaction's before

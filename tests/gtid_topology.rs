@@ -36,6 +36,9 @@ use common::{quote_ident, sandbox, unique_schema, wait_replica_caught_up, Sandbo
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
+/// The tests share replica 2 ([`TARGET`]) and the master's binlog.
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Replica 3: reads replica 2's binlog.
 const CHAINED: Server = Server::Replica(3);
 
@@ -185,6 +188,7 @@ impl Drop for TopologyGuard {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
+    let _lock = LOCK.lock().await;
     let sb = sandbox();
     ensure_chained_replica(sb);
     let _guard = TopologyGuard;
@@ -371,6 +375,7 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
 /// (no 1062), the tables equal to the master's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_whose_restart_row_was_lost_is_found_in_the_replicas_binlog() {
+    let _lock = LOCK.lock().await;
     let sb = sandbox();
     common::service::stop_target_slave(sb).await;
     let schema = unique_schema("gtidrow");

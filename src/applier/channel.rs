@@ -996,6 +996,11 @@ impl Channel {
                 );
                 self.exec_text(&sql, Some((first, *epoch))).await?;
             }
+            // Binary logging back on after the last restart row.
+            Some(_) if self.in_order() => {
+                let sql = format!("{};\nSTART TRANSACTION", in_order::LOG_ON);
+                self.exec_text(&sql, None).await?
+            }
             _ => self.exec_text("START TRANSACTION", None).await?,
         }
         for (txn, epoch) in todo {

@@ -123,9 +123,9 @@ pub const REPLICA_CONNECT_TIMEOUT_MS: IntKey<u64> = IntKey::new(
 /// ratios 1.47x to 1.57x, 2.46x to 2.77x and 0.88x to 1.00x.
 pub const APPLY_COMPOUND_BLOCKS: bool = true;
 /// `replica.binlog_gtids` when neither it nor `sql_log_bin` is written:
-/// the master's GTIDs, as native replication with `log_slave_updates`
-/// binlogs them.
-pub const REPLICA_BINLOG_GTIDS: crate::config::BinlogGtids = crate::config::BinlogGtids::Master;
+/// as native replication does, the master's GTIDs with
+/// `log_slave_updates`, nothing without.
+pub const REPLICA_BINLOG_GTIDS: crate::config::BinlogGtids = crate::config::BinlogGtids::Auto;
 /// `replica.preserve_origin`.
 pub const REPLICA_PRESERVE_ORIGIN: bool = false;
 /// `replica.allow_native_replication`.

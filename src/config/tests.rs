@@ -104,7 +104,7 @@ fn minimal_config_and_its_defaults() {
             password: Secret::new("replica-pass-2"),
             catalog_schema: None,
             sql_log_bin: true,
-            binlog_gtids: crate::config::BinlogGtids::Master,
+            binlog_gtids: crate::config::BinlogGtids::Auto,
             preserve_origin: false,
             connect_timeout_ms: 10_000,
             allow_native_replication: false,
@@ -945,7 +945,11 @@ fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
         )
         .map(|c| (c.replica.binlog_gtids, c.replica.sql_log_bin))
     };
-    assert_eq!(mode("").unwrap(), (BinlogGtids::Master, true));
+    assert_eq!(mode("").unwrap(), (BinlogGtids::Auto, true));
+    assert_eq!(
+        mode("binlog_gtids = \"master\"").unwrap(),
+        (BinlogGtids::Master, true)
+    );
     assert_eq!(
         mode("binlog_gtids = \"own\"").unwrap(),
         (BinlogGtids::Own, true)
@@ -990,7 +994,7 @@ fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
         refused,
         pairs(&[(
             "replica.binlog_gtids",
-            "must be one of \"master\", \"own\", \"off\", got \"mine\""
+            "must be one of \"auto\", \"master\", \"own\", \"off\", got \"mine\""
         )])
     );
 }

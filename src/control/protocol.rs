@@ -606,8 +606,10 @@ pub struct Status {
     /// `sql`.
     pub apply_method: String,
     /// `binlogGtids`: `[replica] binlog_gtids` of the configuration:
-    /// `master` (the replica binlogs each master transaction under the
-    /// master's GTID, in the master's order), `own` or `off`.
+    /// `auto` (as native replication: `master` with `log_slave_updates`,
+    /// else `off`; the start's log line says which), `master` (the replica
+    /// binlogs each master transaction under the master's GTID, in the
+    /// master's order), `own` or `off`.
     pub binlog_gtids: String,
     /// `dependencyWaitCount`: transactions the row scheduler held back
     /// because the work they depend on was in flight on two or more

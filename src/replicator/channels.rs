@@ -40,8 +40,7 @@ pub(super) struct Channels {
 impl Channels {
     /// Starts `config.apply.channels` channels, each from its restart row
     /// in `rows` as `recovery` reads them (the low-water mark at its base),
-    /// writing to the catalog `catalog`; `in_order`: each transaction
-    /// committed on its own under its master GTID, in seqno order.
+    /// writing to the catalog `catalog`, binlogging as `binlog` says.
     ///
     /// # Errors
     /// [`RunError::Setup`] when a thread cannot be started.
@@ -51,8 +50,9 @@ impl Channels {
         rows: &[RestartRow],
         recovery: &Recovery,
         queue: &Arc<crate::queue::TransactionQueue>,
-        in_order: bool,
+        binlog: super::gtid_topology::RunBinlog,
     ) -> Result<Channels, RunError> {
+        let in_order = binlog.in_order;
         // Each channel's progress: everything sent to it is above the
         // recovered base, so (exact rows) a row beyond the base says
         // nothing of what this run sends it; legacy rows: its row, below
@@ -78,7 +78,7 @@ impl Channels {
                 channel: id,
                 opts: replica_opts(config),
                 catalog: catalog.to_string(),
-                sql_log_bin: config.replica.sql_log_bin,
+                sql_log_bin: binlog.sql_log_bin,
                 preserve_origin: config.replica.preserve_origin,
                 in_order,
                 // Under the master's GTIDs, one transaction per commit.

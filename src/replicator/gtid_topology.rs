@@ -23,6 +23,19 @@ use super::RunError;
 use crate::config::{BinlogGtids, Config};
 use crate::mysql::error_codes::ER_SPECIFIC_ACCESS_DENIED_ERROR;
 
+/// How a run's channels binlog, from `[replica] binlog_gtids` and the
+/// replica's settings ([`check_binlog_gtids`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunBinlog {
+    /// The mode applied (`"auto"` resolved).
+    pub mode: BinlogGtids,
+    /// Each transaction committed on its own under its master GTID, in
+    /// seqno order: `"master"` on a replica that writes a binlog.
+    pub in_order: bool,
+    /// The channels' sessions binlog at all.
+    pub sql_log_bin: bool,
+}
+
 /// What the replica says of its place in the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
@@ -110,15 +123,17 @@ pub async fn read(conn: &mut Conn) -> Result<Topology, mysql_async::Error> {
 
 /// Refuses a start whose `[replica] binlog_gtids` would break the
 /// replica's GTID topology ([`refusal`]) or that the replica user may not
-/// run; logs the topology. Returns whether the channels commit in order
-/// under the master's GTIDs: `"master"` on a replica that writes a binlog
-/// (without one, blocks commit together as under `"off"`: nothing records
-/// a GTID).
+/// run; logs the topology. Returns how the channels binlog: in order
+/// under the master's GTIDs for `"master"` on a replica that writes a
+/// binlog (without one, blocks commit together: nothing records a GTID);
+/// `"auto"` is `"master"` with `log_slave_updates`, else `"off"`.
 ///
 /// # Errors
 /// [`RunError::Setup`] naming the setting to change or the grant to run.
-pub(super) async fn check_binlog_gtids(config: &Config, conn: &mut Conn) -> Result<bool, RunError> {
-    let mode = config.replica.binlog_gtids;
+pub(super) async fn check_binlog_gtids(
+    config: &Config,
+    conn: &mut Conn,
+) -> Result<RunBinlog, RunError> {
     let topology = read(conn).await.map_err(|e| {
         RunError::setup(format!(
             "cannot read the replica's binlog settings (log_bin, log_slave_updates, \
@@ -126,8 +141,13 @@ pub(super) async fn check_binlog_gtids(config: &Config, conn: &mut Conn) -> Resu
             crate::mysql::ErrorText(&e)
         ))
     })?;
+    let mode = config
+        .replica
+        .binlog_gtids
+        .resolve(topology.log_bin, topology.log_slave_updates);
     tracing::info!(
         binlog_gtids = %mode,
+        configured = %config.replica.binlog_gtids,
         log_bin = topology.log_bin,
         log_slave_updates = topology.log_slave_updates,
         gtid_strict_mode = topology.strict,
@@ -176,7 +196,11 @@ pub(super) async fn check_binlog_gtids(config: &Config, conn: &mut Conn) -> Resu
             ));
         }
     }
-    Ok(mode == BinlogGtids::Master && topology.log_bin)
+    Ok(RunBinlog {
+        mode,
+        in_order: mode == BinlogGtids::Master && topology.log_bin,
+        sql_log_bin: mode.logs(),
+    })
 }
 
 #[cfg(test)]

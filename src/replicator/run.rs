@@ -80,6 +80,9 @@ pub struct Observer {
     /// Every recorded skip once the run has recorded its own (the DBA's
     /// `--skip-seqno`, less the seqnos the restart rows record committed).
     pub skipped: Mutex<Option<Vec<crate::applier::skipped::SkippedSeqno>>>,
+    /// The `[replica] binlog_gtids` mode the run applies with (`"auto"`
+    /// resolved from the replica's settings), once it has read them.
+    pub binlog_gtids: Mutex<Option<crate::config::BinlogGtids>>,
 }
 
 impl Observer {
@@ -145,6 +148,7 @@ pub fn run(
     let start = setup::prepare_catalog(&runtime, config, &catalog, &queue, options)?;
     if let Some(o) = &options.observer {
         *o.skipped.lock().expect("observer") = Some(start.recorded_skips.clone());
+        *o.binlog_gtids.lock().expect("observer") = Some(start.binlog.mode);
     }
     let expected_positions = setup::refuse_lost_queue(config, &catalog, &queue, &start.rows)?;
     // A source stored by a master switch (`shardrepctl source set`)
@@ -246,7 +250,7 @@ pub fn run(
         &start.rows,
         &start.recovery,
         &queue,
-        start.in_order,
+        start.binlog,
     )?;
 
     // The scheduler, on this thread.

@@ -137,6 +137,9 @@ struct Inner {
     /// The seqnos recorded as skipped at the DBA's request (the catalog's
     /// `skipped_seqno` table as last read, plus what `online` asked for).
     skipped: Vec<SkippedSeqno>,
+    /// `[replica] binlog_gtids` as the last run resolved it (`"auto"`
+    /// until one has read the replica's settings).
+    binlog_gtids: crate::config::BinlogGtids,
     /// The last handback, until the next run or reset: the restart rows
     /// it cleared no longer say where the service stopped.
     handed_back: Option<HandedBack>,
@@ -190,6 +193,7 @@ impl Service {
             );
         }
         let live_source = config.source.live().is_some();
+        let binlog_gtids = config.replica.binlog_gtids;
         let service = Arc::new_cyclic(|me| Service {
             me: me.clone(),
             config,
@@ -208,6 +212,7 @@ impl Service {
                 last_error: None,
                 unclean: None,
                 skipped,
+                binlog_gtids,
                 handed_back: None,
             }),
             live_map: Arc::default(),
@@ -1053,6 +1058,14 @@ impl Service {
             .as_ref()
             .and_then(|r| r.observer.skipped.lock().expect("observer").clone())
             .unwrap_or_else(|| inner.skipped.clone());
+        // "auto" as the running (or last) run resolved it.
+        if let Some(mode) = inner
+            .run
+            .as_ref()
+            .and_then(|r| *r.observer.binlog_gtids.lock().expect("observer"))
+        {
+            inner.binlog_gtids = mode;
+        }
         let mut status = StatusSnapshot {
             service_name: self.config.service.name.clone(),
             role: self.config.service.role,
@@ -1073,7 +1086,7 @@ impl Service {
             open_temp_tables: 0,
             parallelism: self.config.apply.parallelism,
             apply_method: self.config.apply.method,
-            binlog_gtids: self.config.replica.binlog_gtids,
+            binlog_gtids: inner.binlog_gtids,
             row: inner.row_totals.clone(),
             minimum_stored_seqno: inner.last_stored.0,
             maximum_stored_seqno: inner.last_stored.1,

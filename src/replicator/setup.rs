@@ -36,10 +36,8 @@ pub(super) struct CatalogStart {
     /// Every recorded skip, as the catalog holds it after this run
     /// recorded its own.
     pub recorded_skips: Vec<skipped::SkippedSeqno>,
-    /// The channels commit each transaction on its own under its master
-    /// GTID, in order (`binlog_gtids = "master"` on a replica with a
-    /// binlog; module `gtid_topology`).
-    pub in_order: bool,
+    /// How the channels binlog (module `gtid_topology`).
+    pub binlog: super::gtid_topology::RunBinlog,
 }
 
 /// Prepares the replica's catalog `catalog` for a run: checks the master
@@ -67,7 +65,7 @@ pub(super) fn prepare_catalog(
         None => None,
     };
     let requested_skips = requested_skips(queue, &options.skip_seqnos)?;
-    let (rows, map, recorded_skips, created, in_binlog, in_order) = runtime.block_on(async {
+    let (rows, map, recorded_skips, created, in_binlog, binlog) = runtime.block_on(async {
         let mut conn = mysql_async::Conn::new(replica_opts(config))
             .await
             .map_err(|e| {
@@ -83,11 +81,11 @@ pub(super) fn prepare_catalog(
                 )
             })?;
         super::apply_method::check_apply_method(config, &mut conn).await?;
-        let in_order = super::gtid_topology::check_binlog_gtids(config, &mut conn).await?;
+        let binlog = super::gtid_topology::check_binlog_gtids(config, &mut conn).await?;
         let existed =
             first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
-        let in_binlog = if in_order {
+        let in_binlog = if binlog.in_order {
             super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue).await?
         } else {
             crate::position::SeqnoRanges::new()
@@ -113,7 +111,7 @@ pub(super) fn prepare_catalog(
             .await
             .map_err(|e| RunError::setup(e.to_string()))?;
         let _ = conn.disconnect().await;
-        Ok::<_, RunError>((rows, map, recorded, !existed, in_binlog, in_order))
+        Ok::<_, RunError>((rows, map, recorded, !existed, in_binlog, binlog))
     })?;
     let recovery = restart::recover(&rows)?.with_committed(&in_binlog);
     if config.apply.parallelism == Parallelism::Row {
@@ -128,7 +126,7 @@ pub(super) fn prepare_catalog(
         skip_seqnos: recorded_skip_ranges(&recorded_skips),
         created,
         recorded_skips,
-        in_order,
+        binlog,
     })
 }
 

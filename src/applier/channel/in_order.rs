@@ -47,13 +47,18 @@ pub const TURN_LOCK_GRACE: Duration = Duration::from_secs(1);
 const ROW_ATTEMPTS: u32 = 10;
 
 /// The statement that sets a session to binlog its next transaction under
-/// `gtid`.
+/// `gtid`. It also turns binary logging on: the restart row written after
+/// each COMMIT leaves it off ([`Channel::row_after_commit`]).
 pub fn set_gtid_statement(gtid: &Gtid) -> String {
     format!(
-        "SET SESSION server_id = {}, gtid_domain_id = {}, gtid_seq_no = {}",
+        "SET SESSION sql_log_bin = 1, server_id = {}, gtid_domain_id = {}, gtid_seq_no = {}",
         gtid.server_id, gtid.domain_id, gtid.seq_no
     )
 }
+
+/// What a transaction without a GTID runs before it (binary logging on;
+/// the server numbers it).
+pub const LOG_ON: &str = "SET SESSION sql_log_bin = 1";
 
 /// Whether `state` (the replica's `@@gtid_binlog_state`: the last GTID
 /// per domain and server id, comma-separated) holds `gtid` or a later
@@ -94,12 +99,12 @@ impl Channel {
     /// Sets the session to binlog the next transaction under `txn`'s GTID
     /// (a transaction without one keeps the session's own).
     pub(super) async fn set_gtid(&mut self, txn: &Transaction, epoch: Epoch) -> Attempt {
-        let Some(gtid) = txn.gtid else {
-            return Ok(());
-        };
         self.session_origin = None;
-        self.exec_text(&set_gtid_statement(&gtid), Some((txn, epoch)))
-            .await
+        let sql = txn
+            .gtid
+            .as_ref()
+            .map_or_else(|| LOG_ON.to_string(), set_gtid_statement);
+        self.exec_text(&sql, Some((txn, epoch))).await
     }
 
     /// Waits until every seqno before `txn`'s is done. With `holding`
@@ -165,7 +170,9 @@ impl Channel {
     /// Writes `row` after its transaction's COMMIT, without binary logging
     /// (module doc), reconnecting and trying again after transient errors;
     /// the data is committed either way, so an error here never makes the
-    /// block run again (its cause is dropped).
+    /// block run again (its cause is dropped). Binary logging stays off
+    /// (one round trip less): the next transaction's [`set_gtid_statement`]
+    /// turns it on, and every write of the catalog alone ends with it on.
     pub(super) async fn row_after_commit(
         &mut self,
         row: &RestartRow,
@@ -177,8 +184,7 @@ impl Channel {
             attempt += 1;
             let written = async {
                 self.catalog_only_logging(false).await?;
-                self.update_row(row, extract_time, at).await?;
-                self.catalog_only_logging(true).await
+                self.update_row(row, extract_time, at).await
             }
             .await;
             match written {
@@ -304,7 +310,7 @@ mod tests {
     fn the_session_is_set_to_the_masters_gtid() {
         assert_eq!(
             set_gtid_statement(&gtid(2, 11, 4711)),
-            "SET SESSION server_id = 11, gtid_domain_id = 2, gtid_seq_no = 4711"
+            "SET SESSION sql_log_bin = 1, server_id = 11, gtid_domain_id = 2, gtid_seq_no = 4711"
         );
     }
 }
