@@ -239,6 +239,9 @@ struct Channel {
     /// One BINLOG statement per transaction (set to name the transaction
     /// of a failed statement that held several).
     binlog_per_txn: bool,
+    /// Under the master's GTIDs (module [`in_order`]): restart rows not
+    /// written yet (the replica's binlog records those commits).
+    rows: in_order::RowWrites,
 }
 
 async fn run(
@@ -272,13 +275,22 @@ async fn work(
     loop {
         let first = match pending.take() {
             Some(w) => w,
-            None => match input.recv() {
+            None => match input.try_recv() {
                 Ok(w) => w,
-                Err(_) => return Ok(()), // scheduler gone: stop quietly
+                Err(_) => {
+                    // Idle (or closed): the restart row of what committed
+                    // last is written now (module `in_order`).
+                    channel.write_pending_row().await?;
+                    match input.recv() {
+                        Ok(w) => w,
+                        Err(_) => return Ok(()), // scheduler gone: stop quietly
+                    }
+                }
             },
         };
         match first {
             Work::Stop(marker) => {
+                channel.write_pending_row().await?;
                 if channel.record_stop(&marker).await? {
                     progress.set_marker(index, marker.clone());
                 }
@@ -288,6 +300,7 @@ async fn work(
                 return Ok(());
             }
             Work::Sync(marker) => {
+                channel.write_pending_row().await?;
                 let through = marker.seqno;
                 if channel.record_marker(&marker).await? {
                     progress.set_marker(index, marker);
@@ -575,6 +588,7 @@ impl Channel {
             binlog_format: None,
             max_packet: max_packet.unwrap_or(1 << 24) as usize,
             binlog_per_txn: false,
+            rows: in_order::RowWrites::default(),
         })
     }
 
@@ -749,7 +763,14 @@ impl Channel {
             }
             match attempt {
                 Ok(row) => {
-                    self.row_written(row);
+                    if self.in_order() && self.rows.pending {
+                        // Committed; its row is written later (module
+                        // `in_order`), so its low-water mark is not
+                        // durable yet.
+                        self.row_kept(row);
+                    } else {
+                        self.row_written(row);
+                    }
                     self.progress.committed_block(seqnos());
                     self.progress
                         .record_applied(self.settings.channel.index(), &todo);
@@ -1008,12 +1029,14 @@ impl Channel {
         }
         let (last, epoch) = todo.last().expect("non-empty block");
         if self.in_order() {
-            self.flush_binlog(Some((last, *epoch))).await?;
+            // (A BINLOG statement cannot share a query with the COMMIT:
+            // the server's reply then reads as out of sync.)
             let (first, first_epoch) = todo[0];
+            self.flush_binlog(Some((last, *epoch))).await?;
             self.wait_turn(first, *first_epoch, true).await?;
             self.exec_text("COMMIT", Some((last, *epoch))).await?;
             return self
-                .row_after_commit(row, last.commit_timestamp, Some((last, *epoch)))
+                .row_after_commit_when_due(row, last.commit_timestamp, Some((last, *epoch)))
                 .await;
         }
         self.update_row(row, last.commit_timestamp, Some((last, *epoch)))

@@ -63,6 +63,20 @@ pub struct Progress {
     error: Mutex<Option<ApplyError>>,
     lock: Mutex<()>,
     changed: Condvar,
+    /// Channels waiting for the low-water mark to reach a seqno
+    /// ([`Progress::wait_low_water`]), each woken alone when it does.
+    turn_waiters: Mutex<Vec<(Seqno, std::thread::Thread)>>,
+}
+
+/// How [`Progress::wait_low_water`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnWait {
+    /// The low-water mark reached the seqno.
+    Reached,
+    /// The deadline passed first.
+    TimedOut,
+    /// An error was recorded.
+    Failed,
 }
 
 /// A channel's last committed seqno, or none, in one atomic word: the
@@ -118,6 +132,7 @@ impl Progress {
             error: Mutex::new(None),
             lock: Mutex::new(()),
             changed: Condvar::new(),
+            turn_waiters: Mutex::new(Vec::new()),
         }
     }
 
@@ -167,10 +182,18 @@ impl Progress {
     /// found them committed by an earlier run; wakes
     /// [`Progress::wait_until`] waiters. One lock for the whole block.
     pub fn committed_block(&self, seqnos: impl IntoIterator<Item = Seqno>) {
-        {
+        let low_water = {
             let mut books = self.books.lock().expect("low-water lock");
             for s in seqnos {
                 books.committed(s);
+            }
+            books.low_water()
+        };
+        if let Some(l) = low_water {
+            for (waits_for, thread) in self.turn_waiters.lock().expect("turn lock").iter() {
+                if *waits_for <= l {
+                    thread.unpark();
+                }
             }
         }
         let _guard = self.lock.lock().expect("progress lock");
@@ -418,8 +441,55 @@ impl Progress {
             *slot = Some(error);
         }
         drop(slot);
+        for (_, thread) in self.turn_waiters.lock().expect("turn lock").iter() {
+            thread.unpark();
+        }
         let _guard = self.lock.lock().expect("progress lock");
         self.changed.notify_all();
+    }
+
+    /// Blocks the calling thread until the low-water mark reaches `seqno`,
+    /// an error is recorded or `deadline` passes. The thread is woken
+    /// alone by the commit that moves the mark there (not with every
+    /// waiter of [`Progress::wait_until`]), and re-checks every 10 ms.
+    pub fn wait_low_water(&self, seqno: Seqno, deadline: Option<std::time::Instant>) -> TurnWait {
+        let reached = || self.low_water().is_some_and(|l| l >= seqno);
+        let mut registered = false;
+        let outcome = loop {
+            if self.error.lock().expect("progress lock").is_some() {
+                break TurnWait::Failed;
+            }
+            if reached() {
+                break TurnWait::Reached;
+            }
+            let now = std::time::Instant::now();
+            let mut nap = Duration::from_millis(10);
+            if let Some(d) = deadline {
+                if now >= d {
+                    break TurnWait::TimedOut;
+                }
+                nap = nap.min(d - now);
+            }
+            if !registered {
+                self.turn_waiters
+                    .lock()
+                    .expect("turn lock")
+                    .push((seqno, std::thread::current()));
+                registered = true;
+                // A commit between the check above and the registration
+                // woke nobody: check again before parking.
+                continue;
+            }
+            std::thread::park_timeout(nap);
+        };
+        if registered {
+            let me = std::thread::current().id();
+            self.turn_waiters
+                .lock()
+                .expect("turn lock")
+                .retain(|(_, t)| t.id() != me);
+        }
+        outcome
     }
 
     /// Blocks until `done()` holds or an error is recorded; returns false

@@ -31,6 +31,7 @@ use mysql_async::prelude::Queryable;
 
 use super::{Attempt, Channel};
 use crate::applier::error::ApplyError;
+use crate::applier::progress::TurnWait;
 use crate::applier::restart::RestartRow;
 use crate::applier::retry::{classify, outcome_unknown, ErrorClass};
 use crate::event::Transaction;
@@ -45,6 +46,38 @@ pub const TURN_LOCK_GRACE: Duration = Duration::from_secs(1);
 /// Attempts at writing a restart row after its COMMIT (each after a
 /// reconnect when the connection was lost).
 const ROW_ATTEMPTS: u32 = 10;
+
+/// A channel writes its restart row after at most this many commits...
+const ROW_EVERY_COMMITS: u32 = 64;
+/// ... or this long after the last write, and whenever its input runs
+/// dry: in between the replica's binlog records the commits (each row is
+/// a transaction of its own, an fsync at `innodb_flush_log_at_trx_commit
+/// = 1`).
+const ROW_EVERY: Duration = Duration::from_millis(100);
+
+/// The restart-row writes a channel has put off ([`Channel::row_after_commit_when_due`]).
+#[derive(Debug)]
+pub struct RowWrites {
+    /// A commit whose row is not written yet.
+    pub pending: bool,
+    /// Its master commit time (seconds), for the row's latency.
+    extract_time: u32,
+    /// Commits since the last write.
+    since: u32,
+    /// When the last row was written.
+    written_at: Instant,
+}
+
+impl Default for RowWrites {
+    fn default() -> RowWrites {
+        RowWrites {
+            pending: false,
+            extract_time: 0,
+            since: 0,
+            written_at: Instant::now(),
+        }
+    }
+}
 
 /// The statement that sets a session to binlog its next transaction under
 /// `gtid`. It also turns binary logging on: the restart row written after
@@ -107,6 +140,48 @@ impl Channel {
         self.exec_text(&sql, Some((txn, epoch))).await
     }
 
+    /// After a COMMIT: writes `row` when it is due (every
+    /// `ROW_EVERY_COMMITS` commits or `ROW_EVERY`), else leaves it
+    /// pending (`self.rows.pending`, written when the input runs dry).
+    pub(super) async fn row_after_commit_when_due(
+        &mut self,
+        row: &RestartRow,
+        extract_time: u32,
+        at: Option<(&Transaction, Epoch)>,
+    ) -> Attempt {
+        self.rows.since += 1;
+        if self.rows.since < ROW_EVERY_COMMITS && self.rows.written_at.elapsed() < ROW_EVERY {
+            self.rows.pending = true;
+            self.rows.extract_time = extract_time;
+            return Ok(());
+        }
+        self.row_after_commit(row, extract_time, at).await?;
+        self.rows.pending = false;
+        Ok(())
+    }
+
+    /// Writes the restart row of the last commit when it is pending
+    /// ([`Channel::row_after_commit_when_due`]).
+    ///
+    /// # Errors
+    /// The row cannot be written (after retries).
+    pub(super) async fn write_pending_row(&mut self) -> Result<(), ApplyError> {
+        if !self.rows.pending {
+            return Ok(());
+        }
+        let mut row = self.row.clone();
+        row.committed_above = self.committed_set.clone();
+        let extract_time = self.rows.extract_time;
+        self.row_after_commit(&row, extract_time, None)
+            .await
+            .map_err(|(e, _)| e)?;
+        self.rows.pending = false;
+        if let Some(l) = row.low_water.seqno() {
+            self.progress.set_durable_low_water(l);
+        }
+        Ok(())
+    }
+
     /// Waits until every seqno before `txn`'s is done. With `holding`
     /// (the transaction has executed and holds its locks), after
     /// [`TURN_LOCK_GRACE`] it rolls back, waits, and returns a deadlock
@@ -121,20 +196,14 @@ impl Channel {
             return Ok(());
         };
         let progress = self.progress.clone();
-        let turn =
-            |p: &crate::applier::progress::Progress| p.low_water().is_some_and(|l| l >= before);
-        if turn(&progress) {
-            return Ok(());
-        }
-        let deadline = Instant::now() + TURN_LOCK_GRACE;
-        if !progress.wait_until(|p| turn(p) || (holding && Instant::now() >= deadline)) {
-            return Err((self.predecessor_failed(txn, before), None));
-        }
-        if turn(&progress) {
-            return Ok(());
+        let deadline = holding.then(|| Instant::now() + TURN_LOCK_GRACE);
+        match progress.wait_low_water(before, deadline) {
+            TurnWait::Reached => return Ok(()),
+            TurnWait::Failed => return Err((self.predecessor_failed(txn, before), None)),
+            TurnWait::TimedOut => {}
         }
         self.exec_text("ROLLBACK", Some((txn, epoch))).await?;
-        if !progress.wait_until(turn) {
+        if progress.wait_low_water(before, None) != TurnWait::Reached {
             return Err((self.predecessor_failed(txn, before), None));
         }
         let message = format!(
@@ -188,7 +257,11 @@ impl Channel {
             }
             .await;
             match written {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.rows.since = 0;
+                    self.rows.written_at = Instant::now();
+                    return Ok(());
+                }
                 Err((error, Some(cause)))
                     if attempt < ROW_ATTEMPTS && classify(&cause) == ErrorClass::Transient =>
                 {

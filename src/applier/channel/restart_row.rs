@@ -67,10 +67,17 @@ impl Channel {
 
     /// `row` is committed: it is the channel's row now, its low-water
     /// mark durable.
-    pub(super) fn row_written(&mut self, mut row: RestartRow) {
+    pub(super) fn row_written(&mut self, row: RestartRow) {
         if let Some(l) = row.low_water.seqno() {
             self.progress.set_durable_low_water(l);
         }
+        self.row_kept(row);
+    }
+
+    /// `row` records what the channel committed, but is not written yet
+    /// (module `in_order`): the channel's row in memory, its low-water
+    /// mark not durable.
+    pub(super) fn row_kept(&mut self, mut row: RestartRow) {
         self.committed = self.committed.max(row.seqno);
         self.committed_set = std::mem::take(&mut row.committed_above);
         self.row = row;
