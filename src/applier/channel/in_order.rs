@@ -2,10 +2,11 @@
 //! each master transaction is committed on the replica as a transaction of
 //! its own, binlogged under the master's GTID, the commits in seqno order.
 //!
-//! - **The master's GTID**: before `START TRANSACTION` the session is set to
-//!   the transaction's GTID (`SET SESSION server_id = S, gtid_domain_id =
-//!   D, gtid_seq_no = N`, as `mariadb-binlog` replays do; needs BINLOG
-//!   REPLAY or SUPER). The server refuses a sequence number at or below the
+//! - **The master's GTID**: with its `START TRANSACTION` (one query) the
+//!   session is set to the transaction's GTID and binary logging turned on
+//!   (`SET SESSION sql_log_bin = 1, server_id = S, gtid_domain_id = D,
+//!   gtid_seq_no = N`, as `mariadb-binlog` replays do; needs BINLOG REPLAY
+//!   or SUPER). The server refuses a sequence number at or below the
 //!   domain's last one under `gtid_strict_mode` (1950) when it is set.
 //! - **Commit order**: transactions execute in parallel on the channels; a
 //!   COMMIT waits until every seqno before its transaction is done (the
@@ -19,11 +20,16 @@
 //!   has come.
 //! - **Restart rows**: the restart row cannot be in the transaction (it
 //!   would be binlogged, and the replica's own replicas have no catalog
-//!   table: they would stop with 1146), so it is written right after the
-//!   COMMIT without binary logging. Between the two, the replica's binlog
-//!   is the record: a seqno whose GTID is in the replica's
-//!   `gtid_binlog_state` is committed ([`binlog_has`]), both after a lost
-//!   COMMIT reply and at the next start (the replicator's reconciliation).
+//!   table: they would stop with 1146), so it is written after the COMMIT
+//!   without binary logging: after at most `ROW_EVERY_COMMITS` commits or
+//!   `ROW_EVERY`, when the channel's input runs dry, and before SYNC and
+//!   STOP markers (a row is a transaction, an fsync at flush=1). In
+//!   between, the replica's binlog is the record: a seqno whose GTID is in
+//!   the replica's `gtid_binlog_state` is committed ([`binlog_has`]), both
+//!   after a lost COMMIT reply and at the next start (the replicator's
+//!   reconciliation). A transaction rolled back after a non-transactional
+//!   change ran is marked (`rolled_back_seqno`): MariaDB binlogs that
+//!   change, with its GTID, under a ROLLBACK.
 
 use std::time::{Duration, Instant};
 
