@@ -89,6 +89,17 @@ impl ApplyError {
 
 impl std::fmt::Display for ApplyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.seqno.is_none() {
+            // No transaction failed (a session's set-up, a lost replica).
+            return write!(
+                f,
+                "channel {} failed outside any transaction: {}{}; SQL: {}",
+                self.channel,
+                ServerCode(self.code),
+                self.message,
+                self.sql
+            );
+        }
         write!(
             f,
             "channel {} failed at seqno {} (event {}, shard {}): {}{}; SQL: {}",
@@ -300,6 +311,19 @@ mod block_error_tests {
             e.to_string(),
             "channel 3 failed at seqno 40 (event mariadb-bin.000002:1200, shard acme): \
              Connection to the server is closed (block of seqno 40); SQL: START TRANSACTION"
+        );
+    }
+
+    /// An error that names no transaction (a session's set-up on a lost
+    /// replica) does not read as a failure at seqno 0.
+    #[test]
+    fn an_error_outside_any_transaction_names_none() {
+        let mut e = lost();
+        e.sql = "SET SESSION sql_log_bin = 0".into();
+        assert_eq!(
+            e.to_string(),
+            "channel 3 failed outside any transaction: Connection to the server is closed; \
+             SQL: SET SESSION sql_log_bin = 0"
         );
     }
 

@@ -977,15 +977,24 @@ fn pending_error(error: &RunError) -> PendingError {
     use crate::scheduler::SchedulerError;
     match error {
         RunError::Apply(SchedulerError::Apply(e)) => {
-            let mut p = PendingError::new(format!(
-                "channel {} failed at seqno {} (event {}, shard {}): {}{}",
-                e.channel,
-                e.seqno_number(),
-                e.event_text(),
-                e.shard,
-                crate::applier::error::ServerCode(e.code),
-                e.message
-            ))
+            let mut p = PendingError::new(if e.seqno.is_none() {
+                format!(
+                    "channel {} failed outside any transaction: {}{}",
+                    e.channel,
+                    crate::applier::error::ServerCode(e.code),
+                    e.message
+                )
+            } else {
+                format!(
+                    "channel {} failed at seqno {} (event {}, shard {}): {}{}",
+                    e.channel,
+                    e.seqno_number(),
+                    e.event_text(),
+                    e.shard,
+                    crate::applier::error::ServerCode(e.code),
+                    e.message
+                )
+            })
             .with_exception_message(&e.sql);
             p.code = (e.code != 0).then_some(u32::from(e.code));
             p.seqno = Some(e.seqno_number());

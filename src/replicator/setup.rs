@@ -245,9 +245,10 @@ fn rows_beyond_queue(
             queue = %config.queue.dir.display(),
             queue_last_seqno = next.get() as i64 - 1,
             catalog,
-            "restart row beyond the queue's last seqno: the queue lost its unflushed tail in a \
-             crash; the transactions are extracted again, and the row's seqno is checked \
-             against its binlog position when the queue holds it again"
+            "restart row beyond the queue's last seqno: the queue holds less than the replica \
+             has applied (its tail was not written: a crash or a full file system; or it is an \
+             older copy of the queue); the transactions are extracted again, and the row's \
+             seqno is checked against its binlog position when the queue holds it again"
         );
     }
     beyond
