@@ -161,6 +161,7 @@ mod error;
 pub mod log;
 pub mod private;
 pub mod segment;
+pub mod space;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

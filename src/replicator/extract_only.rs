@@ -31,6 +31,7 @@ pub(super) fn run(
     let queue = Arc::new(TransactionQueue::open(QueueOptions::from_config(
         &config.queue,
     ))?);
+    super::run::warn_if_queue_space_short(config);
     let first = queue.next_seqno();
     tracing::info!(
         role = "extractor",

@@ -141,6 +141,7 @@ pub fn run(
     let queue = Arc::new(TransactionQueue::open(QueueOptions::from_config(
         &config.queue,
     ))?);
+    warn_if_queue_space_short(config);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -329,4 +330,16 @@ pub fn run(
         retries: progress.retries(),
         elapsed: started.elapsed(),
     })
+}
+
+/// Logs a warning when the queue's file system has less free space than
+/// one segment ([`crate::queue::space`]).
+pub(super) fn warn_if_queue_space_short(config: &Config) {
+    let dir = &config.queue.dir;
+    if let Ok(free) = crate::queue::space::free_bytes(dir) {
+        if let Some(text) = crate::queue::space::warning(dir, free, config.queue.segment_size_bytes)
+        {
+            tracing::warn!("{text}");
+        }
+    }
 }
