@@ -10,7 +10,7 @@
 //!
 //! - replica 3 applies everything replica 2 binlogs, never stops (its SQL
 //!   thread runs with `Last_Errno` 0 at every kill), and ends equal to the
-//!   master;
+//!   master, as does replica 1, which replicates the master natively;
 //! - at the clean offline replica 2's `gtid_binlog_pos` equals the
 //!   master's (the GTID position shardrep applied), and every transaction
 //!   replica 2 binlogged since the takeover carries a master GTID (server
@@ -269,6 +269,10 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
     wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
     assert_chained_running(sb, "after the catch-up").await;
     assert_schema_equal(sb, CHAINED, &schema).await;
+    // Replica 1, natively replicating the same master workload, is equal
+    // too.
+    wait_replica_caught_up(sb, Server::Replica(1), Duration::from_secs(120)).await;
+    assert_schema_equal(sb, Server::Replica(1), &schema).await;
 
     // A clean offline: replica 2's binlog is at the master's position.
     ctl_ok(&spec, &["offline"]);
