@@ -73,7 +73,7 @@ pub use binlog::{
     ER_UNKNOWN_ERROR as BINLOG_UNKNOWN_ERROR, UNKNOWN_ERROR_NOTE as BINLOG_UNKNOWN_ERROR_NOTE,
 };
 pub use fragments::FragmentSource;
-pub use in_order::{binlog_has, binlog_state, set_gtid_statement, TURN_LOCK_GRACE};
+pub use in_order::{binlog_has, binlog_state};
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
 
@@ -97,7 +97,8 @@ pub struct ChannelSettings {
     pub preserve_origin: bool,
     /// `replica.binlog_gtids = "master"` (module [`in_order`]): one
     /// transaction per replica transaction, under its master's GTID, the
-    /// commits in seqno order, the restart row after each COMMIT.
+    /// commits in seqno order, the restart row written after them (every
+    /// few commits, without binary logging).
     pub in_order: bool,
     /// Transactions per block (1: block commit off).
     pub block_commit_txns: usize,

@@ -1,7 +1,7 @@
 //! Under `replica.binlog_gtids = "master"` a channel writes its restart row
-//! right after each COMMIT, in a transaction of its own (module
-//! `applier::channel::in_order`): a crash between the two leaves a
-//! committed transaction that no restart row records. The replica's binlog
+//! after its COMMITs, in a transaction of its own, every few commits
+//! (module `applier::channel::in_order`): a crash in between leaves
+//! committed transactions that no restart row records. The replica's binlog
 //! records it: its GTID (the master's) is in `@@gtid_binlog_state`. Before
 //! a run, [`reconcile`] reads the queue above what the rows record and
 //! returns every seqno whose GTID the replica's binlog holds, which the run
