@@ -707,38 +707,48 @@ impl Channel {
                     Ok(stored) => {
                         let mut committed = records(&stored, seqnos());
                         let mut row = stored;
+                        let mut failed = None;
                         if !committed && self.in_order() && self.non_transactional_ran.is_none() {
                             // The COMMIT and the row after it are two
                             // transactions: the replica's binlog tells
                             // (not after a non-transactional change, which
-                            // MariaDB binlogs even when it rolls back).
+                            // MariaDB binlogs even when it rolls back). A
+                            // failed read or write is retried as the row's
+                            // read is: the outcome stays unknown.
                             match self.binlog_records(todo.iter().map(|(t, _)| &**t)).await {
                                 Ok(true) => {
                                     let (last, epoch) = todo.last().expect("non-empty block");
                                     row = self.next_row(marker, seqnos());
-                                    if let Err((e, _)) = self
-                                        .row_after_commit(
+                                    let written = async {
+                                        self.catalog_only_logging(false).await?;
+                                        self.update_row(
                                             &row,
                                             last.commit_timestamp,
                                             Some((last, *epoch)),
                                         )
                                         .await
-                                    {
-                                        return Err(e);
                                     }
-                                    committed = true;
+                                    .await;
+                                    match written {
+                                        Ok(()) => committed = true,
+                                        Err(e) => failed = Some(e),
+                                    }
                                 }
                                 Ok(false) => {}
-                                Err((e, _)) => return Err(e),
+                                Err(e) => failed = Some(e),
                             }
                         }
-                        self.log_outcome(&todo, after, committed);
-                        if committed {
-                            attempt = Some(Ok(row));
-                        } else if let Some(ran) = self.non_transactional_ran.take() {
-                            return Err(self.not_run_again(after.clone(), &ran).await);
+                        if let Some(e) = failed {
+                            attempt = Some(Err(e));
+                        } else {
+                            self.log_outcome(&todo, after, committed);
+                            if committed {
+                                attempt = Some(Ok(row));
+                            } else if let Some(ran) = self.non_transactional_ran.take() {
+                                return Err(self.not_run_again(after.clone(), &ran).await);
+                            }
+                            unknown = None;
                         }
-                        unknown = None;
                     }
                     Err(e) => attempt = Some(Err(e)),
                 }

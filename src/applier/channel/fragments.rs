@@ -150,8 +150,19 @@ impl Channel {
                             if !committed && self.in_order() && self.non_transactional_ran.is_none()
                             {
                                 let last = stream.current.clone();
-                                if let Ok(true) = self.binlog_records(std::iter::once(&*last)).await
-                                {
+                                let in_binlog = self.binlog_records(std::iter::once(&*last)).await;
+                                if let Err((read_error, _)) = in_binlog {
+                                    // Applying it again might apply it
+                                    // twice: stop, naming it.
+                                    self.release(&mut stream);
+                                    return Err(self.fragments_error(
+                                        &stream,
+                                        read_error,
+                                        "the COMMIT's reply was lost and the replica's binlog \
+                                         state could not be read",
+                                    ));
+                                }
+                                if let Ok(true) = in_binlog {
                                     let row = self
                                         .next_row(&stream.marker, self.fragment_seqnos(&stream));
                                     if let Err((e, _)) = self
