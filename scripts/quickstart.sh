@@ -154,6 +154,7 @@ while :; do
     sleep 0.2
 done
 t1=$(date +%s.%N)
+binlog_gtids=$(json_field "$json" binlogGtids)
 kill $watch_pid 2>/dev/null || true
 wait $watch_pid 2>/dev/null || true
 echo
@@ -209,6 +210,11 @@ printf '%-40s %s\n' "schemas" "$schemas"
 printf '%-40s %s transactions in %s s (%s/s)\n' "native single-threaded catch-up" "$native_txns" "$native_secs" "$native_rate"
 printf '%-40s %s transactions in %s s (%s/s)\n' "shardrep catch-up ($channels channels)" "$shardrep_txns" "$shardrep_secs" "$shardrep_rate"
 printf '%-40s %sx\n' "shardrep / native (transactions/s)" "$ratio"
+case "$binlog_gtids" in
+    master) binlog_text="master: replica1 binlogs each transaction under the master's GTID, the commits in order (it has log_slave_updates); \"own\" is faster where no GTID topology reads its binlog (README)" ;;
+    *) binlog_text=$binlog_gtids ;;
+esac
+printf '%-40s %s\n' "replica binlog ([replica] binlog_gtids)" "$binlog_text"
 printf '%-40s %s\n' "catch-up ETA shown from 50% of the backlog" "$eta_figure"
 printf '%-40s %s\n' "handback" "native replication running, Last_Errno 0"
 printf '%-40s %s\n' "checksums master = replica1" "identical"
