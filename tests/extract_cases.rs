@@ -66,12 +66,21 @@ fn live_options(sb: &Sandbox) -> LiveOptions {
     }
 }
 
-/// Reads transactions from `endpoint` starting at `start` until one ends at
-/// or after `end`; keeps those whose shard or tables touch `schemas`.
+/// A point in the master's binlog: the end of the binlog when it was read,
+/// and the mark transaction written just before it (see [`position`]).
+#[derive(Clone)]
+struct End {
+    position: BinlogPosition,
+    mark: shardrep::position::Gtid,
+}
+
+/// Reads transactions from `endpoint` starting at `start` until the mark
+/// transaction of `end` (or one ending at or after its position); keeps
+/// those whose shard or tables touch `schemas`.
 async fn extract_range(
     endpoint: &SourceEndpoint,
     start: ExtractStart,
-    end: &BinlogPosition,
+    end: &End,
     schemas: &[String],
 ) -> Vec<Transaction> {
     let mut extractor = Extractor::open(endpoint, start, Seqno(0), true).expect("open source");
@@ -83,7 +92,9 @@ async fn extract_range(
                 .await
                 .expect("extract")
                 .expect("a following source does not end");
-            let done = txn.end_position >= *end;
+            // The mark is a transaction, so it is always read: the end does
+            // not depend on which events (checkpoints, rotations) follow it.
+            let done = txn.gtid == Some(end.mark) || txn.end_position >= end.position;
             let ours = schemas.contains(&txn.shard)
                 || txn.tables.iter().any(|t| schemas.contains(&t.schema))
                 || txn.changes.iter().any(|c| match c {
@@ -104,19 +115,38 @@ async fn extract_range(
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(120), read)
+    // A guard against a hang, not a timing: the mark is in the binlog.
+    tokio::time::timeout(Duration::from_secs(600), read)
         .await
-        .expect("extraction reached the end position in time");
+        .expect("extraction reached the mark transaction");
     out
 }
 
-/// Master position now, once the binlog checkpoint has settled (see
-/// [`wait_binlog_checkpoint_settled`]).
-async fn position(sb: &Sandbox) -> (BinlogPosition, GtidPos) {
-    wait_binlog_checkpoint_settled(&mut sb.connect(Server::Master).await).await;
-    master_status(&live_options(sb))
+/// Master position now: writes a mark transaction (in `t_extract_mark`,
+/// which no case reads), waits until the binlog checkpoint has settled
+/// (see [`wait_binlog_checkpoint_settled`]) and reads the position. The
+/// mark lets a reader stop at a transaction it will certainly see.
+async fn position(sb: &Sandbox) -> (End, GtidPos) {
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(
+            "CREATE DATABASE IF NOT EXISTS t_extract_mark; \
+             CREATE TABLE IF NOT EXISTS t_extract_mark.m (id INT AUTO_INCREMENT PRIMARY KEY); \
+             INSERT INTO t_extract_mark.m VALUES ()",
+        )
         .await
-        .expect("master status")
+        .expect("the mark transaction");
+    let mark: String = master
+        .query_first("SELECT @@last_gtid")
+        .await
+        .expect("@@last_gtid")
+        .expect("a row");
+    let mark = mark.parse().expect("the mark's GTID");
+    wait_binlog_checkpoint_settled(&mut master).await;
+    let (position, gtid) = master_status(&live_options(sb))
+        .await
+        .expect("master status");
+    (End { position, mark }, gtid)
 }
 
 /// Runs `sql` on the master and extracts what it wrote from files and from
@@ -132,13 +162,18 @@ async fn run_case(sb: &Sandbox, sql: &str, schemas: &[String]) -> Vec<Transactio
     let (end, _) = position(sb).await;
     let from_files = extract_range(
         &files_endpoint(sb),
-        ExtractStart::File(start.clone()),
+        ExtractStart::File(start.position.clone()),
         &end,
         schemas,
     )
     .await;
-    let from_live =
-        extract_range(&live_endpoint(sb), ExtractStart::File(start), &end, schemas).await;
+    let from_live = extract_range(
+        &live_endpoint(sb),
+        ExtractStart::File(start.position),
+        &end,
+        schemas,
+    )
+    .await;
     assert!(
         !from_files.is_empty(),
         "no transaction of {schemas:?} was extracted"
