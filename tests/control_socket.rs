@@ -153,7 +153,11 @@ fn status_of(i: &Inner) -> Status {
     s.pending_error = i.machine.pending_error().cloned();
     s.until_seqno = i.until_seqno;
     s.offline_at_seqno = i.offline_at_seqno;
-    s.last_offline_clean = i.machine.last_offline_clean();
+    s.last_offline_clean = i
+        .machine
+        .state()
+        .is_offline()
+        .then(|| i.machine.last_offline_clean());
     s.uptime_seconds = 12.5;
     s.time_in_state_seconds = 3.25;
     s
@@ -470,7 +474,7 @@ errorCounts                    : NONE
 fallbackCounts                 : NONE
 inFlightCount                  : 0
 inFlightKeys                   : 0
-lastOfflineClean               : false
+lastOfflineClean               : NONE
 masterBinlogEnd                : NONE
 masterGtidPos                  : NONE
 maximumStoredSeqNo             : 57

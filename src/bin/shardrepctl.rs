@@ -89,8 +89,10 @@ enum Command {
         until_seqno: Option<u64>,
     },
     /// Go offline: cleanly (every channel stops at the same seqno, the
-    /// condition of a handback) unless --immediate. Waits for
-    /// OFFLINE:NORMAL, except with --at-seqno (deferred) and no --handback.
+    /// condition of a handback) unless --immediate. Waits until this
+    /// offline has completed (OFFLINE:NORMAL; `stateNow` names the state
+    /// when another request changed it since), except with --at-seqno
+    /// (deferred) and no --handback.
     Offline {
         /// Stop each channel after its current block (faster; restart
         /// rows may differ, so no handback afterwards).
@@ -429,15 +431,23 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
             start_slave,
             timeout_secs,
         } => {
-            let v = client.request(&Request::Offline {
+            let mut v = client.request(&Request::Offline {
                 immediate,
                 at_seqno,
             })?;
+            // The number of this offline among the service's: waited for
+            // by number, so that an `online` of another client right
+            // after it completed does not hold this one until its
+            // time-out (a service without numbers: wait for the state).
+            let number = v
+                .as_object_mut()
+                .and_then(|o| o.remove("offlineNumber"))
+                .and_then(|n| n.as_u64());
             if at_seqno.is_some() && !handback {
                 out.value(&v);
             } else {
                 let w = client.request(&Request::Wait {
-                    until: WaitFor::State(State::OfflineNormal),
+                    until: number.map_or(WaitFor::State(State::OfflineNormal), WaitFor::Offline),
                     timeout_secs,
                 })?;
                 out.value(&w);

@@ -16,6 +16,7 @@ use super::server::ControlHandler;
 use super::status;
 use crate::position::Seqno;
 use crate::replicator::service::{Service, ServiceError};
+use crate::replicator::state::OfflineEnd;
 use crate::shard::map::ShardEntry;
 
 impl From<ServiceError> for ControlError {
@@ -82,10 +83,18 @@ impl ControlHandler for ServiceHandler {
     }
 
     fn offline(&self, request: OfflineRequest) -> Result<Value, ControlError> {
-        let state = self
+        let (state, number) = self
             .service
-            .go_offline(request.immediate, request.at_seqno)?;
-        Ok(json!({ "state": state, "offlineAtSeqno": request.at_seqno }))
+            .go_offline_numbered(request.immediate, request.at_seqno)?;
+        Ok(json!({
+            "state": state,
+            "offlineAtSeqno": request.at_seqno,
+            "offlineNumber": number,
+        }))
+    }
+
+    fn offline_end(&self, number: u64) -> Result<OfflineEnd, ControlError> {
+        Ok(self.service.offline_end(number))
     }
 
     fn shard_list(&self) -> Result<Vec<ShardRow>, ControlError> {

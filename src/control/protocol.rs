@@ -70,8 +70,10 @@ pub enum Request {
         until_seqno: Option<u64>,
     },
     /// `offline`: go offline. The response comes once the request is
-    /// accepted (usually in `GOING-OFFLINE`); wait for `OFFLINE:NORMAL`
-    /// with [`Request::Wait`].
+    /// accepted (usually in `GOING-OFFLINE`), with `offlineNumber` when
+    /// the service numbers its offlines; wait for this offline's end with
+    /// [`Request::Wait`] until [`WaitFor::Offline`] of that number (else
+    /// until `OFFLINE:NORMAL`).
     Offline {
         /// Stop each channel after its current block instead of draining
         /// to a common seqno (restart rows may differ: no handback).
@@ -406,7 +408,8 @@ impl FromStr for StatusName {
     }
 }
 
-/// What `wait` waits for: `{"state":"ONLINE"}` or `{"applied":N}`.
+/// What `wait` waits for: `{"state":"ONLINE"}`, `{"applied":N}` or
+/// `{"offline":N}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum WaitFor {
@@ -414,24 +417,40 @@ pub enum WaitFor {
     State(State),
     /// `appliedLastSeqno` is at least this seqno.
     Applied(u64),
+    /// The offline of this number (an `offline` response's
+    /// `offlineNumber`) has completed: met when it ended in
+    /// `OFFLINE:NORMAL`, even when another request has changed the state
+    /// since (the result's `stateNow`); a failure when it ended in
+    /// `OFFLINE:ERROR`. Decided by
+    /// [`ControlHandler::offline_end`](super::ControlHandler::offline_end),
+    /// not by the status.
+    Offline(u64),
 }
 
 impl WaitFor {
-    /// Whether `status` satisfies the condition.
+    /// Whether `status` satisfies the condition (never for
+    /// [`WaitFor::Offline`], which the status does not tell).
     pub fn is_met(&self, status: &Status) -> bool {
         match *self {
             WaitFor::State(s) => status.state == s,
             WaitFor::Applied(n) => status.applied_last_seqno.is_some_and(|a| a >= n),
+            WaitFor::Offline(_) => false,
         }
     }
 }
 
 impl fmt::Display for WaitFor {
-    /// `state ONLINE` or `appliedLastSeqno >= N`.
+    /// `state ONLINE`, `appliedLastSeqno >= N` or `offline N to complete
+    /// (state OFFLINE:NORMAL)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WaitFor::State(s) => write!(f, "state {s}"),
             WaitFor::Applied(n) => write!(f, "appliedLastSeqno >= {n}"),
+            WaitFor::Offline(n) => write!(
+                f,
+                "offline {n} to complete (state {})",
+                State::OfflineNormal
+            ),
         }
     }
 }
@@ -654,8 +673,11 @@ pub struct Status {
     /// `offlineAtSeqno`: the pending `offline --at-seqno`.
     pub offline_at_seqno: Option<u64>,
     /// `lastOfflineClean`: whether the last offline ended with every
-    /// restart row at the same seqno (the condition of a handback).
-    pub last_offline_clean: bool,
+    /// restart row at the same seqno (the condition of a handback), only
+    /// while the service is offline (`OFFLINE:NORMAL`, `OFFLINE:ERROR`);
+    /// `null` while a run goes on, and `false` before the first offline
+    /// of the process.
+    pub last_offline_clean: Option<bool>,
     /// `uptimeSeconds`: seconds since the service started.
     pub uptime_seconds: f64,
     /// `timeInStateSeconds`: seconds since the last state change.
@@ -767,7 +789,7 @@ impl Status {
             pending_error: None,
             until_seqno: None,
             offline_at_seqno: None,
-            last_offline_clean: false,
+            last_offline_clean: None,
             uptime_seconds: 0.0,
             time_in_state_seconds: 0.0,
             transactions_applied_count: 0,
@@ -969,10 +991,17 @@ impl LogEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitResult {
-    /// `state` when the condition was met.
+    /// `state` when the condition was met; for [`WaitFor::Offline`], the
+    /// state the offline ended in.
     pub state: State,
-    /// `appliedLastSeqno` when the condition was met.
+    /// `appliedLastSeqno` when the condition was met (when the answer
+    /// was made).
     pub applied_last_seqno: Option<u64>,
+    /// `stateNow`: for [`WaitFor::Offline`], the state when the answer
+    /// was made, when another request changed it after the offline
+    /// completed; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_now: Option<State>,
 }
 
 #[cfg(test)]

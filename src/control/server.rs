@@ -38,7 +38,7 @@ use super::protocol::{
     Response, ServiceInfo, ShardRow, ShardStatus, SourceSetRequest, Status, StatusName, WaitFor,
     WaitResult, MAX_REQUEST_LINE_BYTES,
 };
-use crate::replicator::state::State;
+use crate::replicator::state::{OfflineEnd, State};
 
 /// Most connections served at once; more get an [`ErrorKind::Busy`]
 /// response and are closed.
@@ -114,10 +114,21 @@ pub trait ControlHandler: Send + Sync {
     fn online(&self, request: OnlineRequest) -> Result<Value, ControlError>;
 
     /// `offline`: start going offline (or record a deferred
-    /// `at_seqno`) and answer at once, e.g. `{"state":"GOING-OFFLINE"}`;
-    /// clients wait for `OFFLINE:NORMAL` with `wait`. The request is
-    /// already validated (not both immediate and at a seqno).
+    /// `at_seqno`) and answer at once, e.g. `{"state":"GOING-OFFLINE"}`,
+    /// with `offlineNumber` when the handler numbers its offlines
+    /// ([`ControlHandler::offline_end`]); clients wait for that offline's
+    /// end with `wait` ([`WaitFor::Offline`]), or for `OFFLINE:NORMAL`
+    /// without a number. The request is already validated (not both
+    /// immediate and at a seqno).
     fn offline(&self, request: OfflineRequest) -> Result<Value, ControlError>;
+
+    /// What became of the offline numbered `number` (an `offline`
+    /// answer's `offlineNumber`): what `wait` for [`WaitFor::Offline`]
+    /// asks every [`WAIT_POLL`]; must not block on I/O.
+    fn offline_end(&self, number: u64) -> Result<OfflineEnd, ControlError> {
+        let _ = number;
+        Err(ControlError::unsupported("wait for an offline's number"))
+    }
 
     /// `shard list`: every shard map row, shard id order.
     fn shard_list(&self) -> Result<Vec<ShardRow>, ControlError> {
@@ -863,8 +874,66 @@ pub fn dispatch(
     }
 }
 
+/// The answer of a `wait` for offline `number` once it has completed
+/// (`None` while it has not): its end state, and the applied seqno and
+/// state of a status taken after the handler said so (a state that
+/// differs from the end was changed by another request since).
+///
+/// # Errors
+/// [`ErrorKind::Failed`] when it ended in `OFFLINE:ERROR` (with the
+/// pending error while the service is still there), or when so many
+/// offlines followed it that how it ended is forgotten; the handler's
+/// error.
+fn offline_ended(
+    handler: &dyn ControlHandler,
+    number: u64,
+) -> Result<Option<WaitResult>, ControlError> {
+    let end = handler.offline_end(number)?;
+    if end == OfflineEnd::Pending {
+        return Ok(None);
+    }
+    let status = handler.status()?;
+    let applied = status
+        .applied_last_seqno
+        .map_or_else(|| "none".to_string(), |n| n.to_string());
+    let ended = match end {
+        OfflineEnd::Pending => return Ok(None),
+        OfflineEnd::Ended(state) => state,
+        OfflineEnd::Forgotten => {
+            return Err(ControlError::failed(format!(
+                "offline {number} completed, but more than {} offlines came after it: how it \
+                 ended is not known (state {}, appliedLastSeqno {applied})",
+                crate::replicator::state::OFFLINE_ENDS_KEPT,
+                status.state
+            )))
+        }
+    };
+    if ended == State::OfflineError {
+        let why = match (&status.pending_error, status.state) {
+            (Some(e), State::OfflineError | State::OfflineNormal) => e.to_string(),
+            _ => "the error is in the service's log".to_string(),
+        };
+        let now = if status.state == State::OfflineError {
+            String::new()
+        } else {
+            format!(
+                "; another request has since changed the state to {}",
+                status.state
+            )
+        };
+        return Err(ControlError::failed(format!(
+            "offline {number} ended in OFFLINE:ERROR (appliedLastSeqno {applied}{now}): {why}"
+        )));
+    }
+    Ok(Some(WaitResult {
+        state: ended,
+        applied_last_seqno: status.applied_last_seqno,
+        state_now: (status.state != ended).then_some(status.state),
+    }))
+}
+
 /// `wait`: polls `handler.status()` every [`WAIT_POLL`] (see the module
-/// doc).
+/// doc); for [`WaitFor::Offline`], `handler.offline_end()` too.
 ///
 /// # Errors
 /// [`ErrorKind::Timeout`] after `timeout`; [`ErrorKind::Failed`] when the
@@ -883,11 +952,17 @@ pub fn wait(
             return Ok(WaitResult {
                 state: status.state,
                 applied_last_seqno: status.applied_last_seqno,
+                state_now: None,
             });
         }
         let applied = status
             .applied_last_seqno
             .map_or_else(|| "none".to_string(), |n| n.to_string());
+        if let WaitFor::Offline(number) = until {
+            if let Some(done) = offline_ended(handler, number)? {
+                return Ok(done);
+            }
+        }
         if status.state == State::OfflineError && until != WaitFor::State(State::OfflineError) {
             let why = status.pending_error.as_ref().map_or_else(
                 || "no pending error recorded".to_string(),

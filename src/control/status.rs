@@ -198,7 +198,7 @@ mod tests {
             pending_error: Some(error.clone()),
             until_seqno: Some(30),
             offline_at_seqno: Some(25),
-            last_offline_clean: true,
+            last_offline_clean: Some(true),
             uptime: Duration::from_millis(2500),
             time_in_state: Duration::from_millis(500),
             applied: ApplyTotals {
@@ -250,7 +250,7 @@ mod tests {
         expected.pending_error = Some(error);
         expected.until_seqno = Some(30);
         expected.offline_at_seqno = Some(25);
-        expected.last_offline_clean = true;
+        expected.last_offline_clean = Some(true);
         expected.uptime_seconds = 2.5;
         expected.time_in_state_seconds = 0.5;
         expected.transactions_applied_count = 100;

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::check::{CheckRequest, CheckState, CheckStatus};
-use super::state::{Event, PendingError, SkipSeqnos, State, StateMachine};
+use super::state::{Event, OfflineEnd, PendingError, SkipSeqnos, State, StateMachine};
 use super::{Observer, RunError, RunOptions};
 use crate::applier::progress::Progress;
 use crate::applier::restart::{self, LowWater, RestartRow};
@@ -653,6 +653,7 @@ impl Service {
                     let _ = inner.machine.apply(Event::Offline);
                 }
                 let _ = inner.machine.apply(Event::OfflineDone { clean });
+                Self::resolve_error_if_done(&mut inner, "run ended");
                 tracing::info!(
                     clean,
                     transactions = run_applied.transactions,
@@ -743,9 +744,27 @@ impl Service {
         immediate: bool,
         at_seqno: Option<u64>,
     ) -> Result<State, ServiceError> {
+        self.go_offline_numbered(immediate, at_seqno)
+            .map(|(state, _)| state)
+    }
+
+    /// [`Service::go_offline`], with the number this offline has among
+    /// the offlines of the service ([`StateMachine::offlines`]): the one
+    /// completed by the request itself (from `OFFLINE:ERROR`), or the
+    /// next, completed when the run ends. [`Service::offline_end`] says
+    /// when and how it ended, whatever requests came after it.
+    ///
+    /// # Errors
+    /// As [`Service::go_offline`].
+    pub fn go_offline_numbered(
+        &self,
+        immediate: bool,
+        at_seqno: Option<u64>,
+    ) -> Result<(State, u64), ServiceError> {
         self.online_after_switch.store(false, Ordering::Release);
         let mut inner = self.lock();
         Self::refresh(&mut inner);
+        let next = inner.machine.offlines() + 1;
         if let Some(at) = at_seqno {
             let Some(run) = &inner.run else {
                 return Err(ServiceError::illegal_state(format!(
@@ -770,7 +789,7 @@ impl Service {
             }
             run.stop_at.store(at, Ordering::Release);
             inner.offline_at_seqno = Some(at);
-            return Ok(inner.machine.state());
+            return Ok((inner.machine.state(), next));
         }
         if !immediate {
             Self::refuse_with_temp_tables(&inner)?;
@@ -780,14 +799,54 @@ impl Service {
         } else {
             Event::Offline
         };
+        let previous = inner.machine.state();
         let state = inner.machine.apply(event)?;
+        if previous == State::OfflineError {
+            // Acknowledged: the error stays in status while the restart
+            // rows say the failure is not behind the channels.
+            Self::resolve_error_if_done(&mut inner, "offline");
+        }
         if let Some(run) = &inner.run {
             if immediate {
                 run.immediate.store(true, Ordering::Release);
             }
             run.stop.store(true, Ordering::Release);
         }
-        Ok(state)
+        Ok((state, next))
+    }
+
+    /// What became of offline number `n` ([`Service::go_offline_numbered`]).
+    pub fn offline_end(&self, n: u64) -> OfflineEnd {
+        let mut inner = self.lock();
+        Self::refresh(&mut inner);
+        inner.machine.offline_end(n)
+    }
+
+    /// Forgets the last error when the restart rows show it behind the
+    /// channels ([`error_resolved`]); otherwise keeps it in status (in
+    /// `OFFLINE:NORMAL` too) and logs why, `after` naming what brought the
+    /// service offline.
+    fn resolve_error_if_done(inner: &mut Inner, after: &str) {
+        let Some(error) = inner.machine.unresolved_error() else {
+            return;
+        };
+        if error_resolved(&inner.last_rows, error) {
+            inner.machine.resolve_error();
+            return;
+        }
+        let seqnos: Vec<String> = inner
+            .last_rows
+            .iter()
+            .map(|r| r.seqno.map_or("-".into(), |s| s.to_string()))
+            .collect();
+        tracing::warn!(
+            after,
+            restart_rows = %seqnos.join(","),
+            error = %error,
+            "the last error stays in status (pendingError): the channels' restart rows are at \
+             different seqnos, short of the failed one; a successful online that passes it, or \
+             reset, clears it"
+        );
     }
 
     /// A clean offline while master sessions hold temporary tables on the
@@ -1051,6 +1110,18 @@ fn applied_summary(rows: &[RestartRow]) -> (Option<Seqno>, Option<String>) {
     (Some(seqno), event_id)
 }
 
+/// Whether the restart rows show `error` behind the channels: every row
+/// at one seqno with every seqno up to it done (what a handback needs;
+/// no rows: nothing was applied), or every seqno up to the failed one
+/// done (passed after a retry, although an immediate offline left the
+/// rows apart).
+fn error_resolved(rows: &[RestartRow], error: &PendingError) -> bool {
+    restart::all_done_at(rows).is_some()
+        || error
+            .seqno
+            .is_some_and(|failed| applied_summary(rows).0.is_some_and(|a| a.get() >= failed))
+}
+
 /// The DBA's requests besides `online` and `offline`: status views, the
 /// shard map, the queue, handback and reset (served on the control socket
 /// by `crate::control::ServiceHandler`).
@@ -1102,7 +1173,11 @@ impl Service {
             pending_error: inner.machine.pending_error().cloned(),
             until_seqno: inner.until_seqno,
             offline_at_seqno: inner.offline_at_seqno,
-            last_offline_clean: inner.machine.last_offline_clean(),
+            last_offline_clean: inner
+                .machine
+                .state()
+                .is_offline()
+                .then(|| inner.machine.last_offline_clean()),
             uptime: self.started.elapsed(),
             time_in_state: inner.machine.time_in_state(),
             applied: inner.apply_totals.clone(),
@@ -1474,6 +1549,7 @@ impl Service {
             // Handed back at a consistent position: the error is dealt with.
             let _ = inner.machine.apply(Event::Offline);
         }
+        inner.machine.resolve_error();
         Ok(result)
     }
 
@@ -1555,6 +1631,8 @@ impl Service {
         if state == State::OfflineError {
             let _ = inner.machine.apply(Event::Offline);
         }
+        // The DBA starts over: an error kept since is no longer pending.
+        inner.machine.resolve_error();
         tracing::warn!(
             queue = %dir.display(),
             restart_rows = rows,

@@ -20,8 +20,11 @@
 //! [`transition`] is the pure rule; every pair not drawn above is an
 //! [`IllegalTransition`]. [`StateMachine`] adds what the service shows in
 //! `status`: the time of the last change, the [`PendingError`] of
-//! `OFFLINE:ERROR`, and whether the last offline was clean (the condition
-//! of a handback).
+//! `OFFLINE:ERROR` (kept, while offline, until the service says it is
+//! resolved), and whether the last offline was clean (the condition of a
+//! handback); and it numbers the offlines it completes ([`OfflineEnd`]),
+//! so that a client waiting for its own offline is answered even when
+//! another request changed the state right after.
 //!
 //! [`SkipSeqnos`] is the parsed `online --skip-seqno N[,M-K]` list.
 
@@ -306,18 +309,45 @@ pub fn transition(state: State, event: &Event) -> Result<State, IllegalTransitio
     Ok(next)
 }
 
+/// How many completed offlines [`StateMachine`] remembers the end of
+/// ([`StateMachine::offline_end`]).
+pub const OFFLINE_ENDS_KEPT: usize = 16;
+
+/// What became of the offline numbered `n` ([`StateMachine::offline_end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfflineEnd {
+    /// It has not completed yet.
+    Pending,
+    /// It completed in this state (`OFFLINE:NORMAL` or `OFFLINE:ERROR`).
+    Ended(State),
+    /// It completed, but more than [`OFFLINE_ENDS_KEPT`] offlines came
+    /// after it: how it ended is no longer known.
+    Forgotten,
+}
+
 /// The service's state with what `status` shows about it.
 ///
 /// Starts in `OFFLINE:NORMAL` with `last_offline_clean` unknown (`false`:
 /// a handback needs a clean offline of this process, or the replicator's
 /// own check of the restart rows).
+///
+/// Every time the service becomes offline (a run ends, in `OFFLINE:NORMAL`
+/// or `OFFLINE:ERROR`, or an `OFFLINE:ERROR` is acknowledged) is an
+/// offline completed: they are numbered from 1 ([`StateMachine::offlines`]).
 #[derive(Debug, Clone)]
 pub struct StateMachine {
     state: State,
     since: Instant,
-    pending_error: Option<PendingError>,
+    /// The last definite error, until [`StateMachine::resolve_error`]
+    /// (shown while offline only: a run retrying it hides it).
+    error: Option<PendingError>,
     last_offline_clean: bool,
     offline_immediate: bool,
+    /// Offlines completed.
+    offlines: u64,
+    /// The states the last offlines ended in, oldest first, at most
+    /// [`OFFLINE_ENDS_KEPT`].
+    offline_ends: std::collections::VecDeque<State>,
 }
 
 impl Default for StateMachine {
@@ -332,9 +362,11 @@ impl StateMachine {
         StateMachine {
             state: State::OfflineNormal,
             since: Instant::now(),
-            pending_error: None,
+            error: None,
             last_offline_clean: false,
             offline_immediate: false,
+            offlines: 0,
+            offline_ends: std::collections::VecDeque::with_capacity(OFFLINE_ENDS_KEPT),
         }
     }
 
@@ -350,9 +382,51 @@ impl StateMachine {
     }
 
     /// The error of `OFFLINE:ERROR` (the first one, when several channels
-    /// failed); `None` in every other state.
+    /// failed), and in `OFFLINE:NORMAL` the last error until the service
+    /// resolves it ([`StateMachine::resolve_error`]: an acknowledged error
+    /// stays while the restart rows show it unresolved); `None` while a
+    /// run goes on.
     pub fn pending_error(&self) -> Option<&PendingError> {
-        self.pending_error.as_ref()
+        if self.state.is_offline() {
+            self.error.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Forgets the last error: the service saw it resolved (the restart
+    /// rows even again, or every seqno up to the failed one done), or the
+    /// DBA reset or handed back.
+    pub fn resolve_error(&mut self) {
+        self.error = None;
+    }
+
+    /// The last error, whatever the state (while a run goes on it is the
+    /// error the run retries): what [`StateMachine::resolve_error`]
+    /// would forget.
+    pub fn unresolved_error(&self) -> Option<&PendingError> {
+        self.error.as_ref()
+    }
+
+    /// How many offlines completed since the machine started (see the
+    /// type's doc): the number the next one will have, less one.
+    pub fn offlines(&self) -> u64 {
+        self.offlines
+    }
+
+    /// What became of offline number `n` (1 is the first).
+    pub fn offline_end(&self, n: u64) -> OfflineEnd {
+        if n > self.offlines {
+            return OfflineEnd::Pending;
+        }
+        let back = self.offlines - n;
+        match usize::try_from(back)
+            .ok()
+            .filter(|&b| b < self.offline_ends.len())
+        {
+            Some(b) => OfflineEnd::Ended(self.offline_ends[self.offline_ends.len() - 1 - b]),
+            None => OfflineEnd::Forgotten,
+        }
     }
 
     /// Whether the last offline ended with every restart row at the same
@@ -368,10 +442,13 @@ impl StateMachine {
         self.offline_immediate
     }
 
-    /// Applies `event` and returns the new state. `Online` clears the
-    /// pending error (retry); `Offline`/`OfflineImmediate` in
-    /// `OFFLINE:ERROR` clear it too (acknowledged); `Fail` in
-    /// `OFFLINE:ERROR` keeps the first error and the time in state.
+    /// Applies `event` and returns the new state. `Fail` records the
+    /// error (in `OFFLINE:ERROR` it keeps the first error and the time in
+    /// state). No event forgets an error: `Online` hides it while the run
+    /// retries, and `Offline`/`OfflineImmediate` in `OFFLINE:ERROR`
+    /// (acknowledged) and `OfflineDone` leave it to the service, which
+    /// calls [`StateMachine::resolve_error`] when the restart rows show it
+    /// resolved.
     ///
     /// # Errors
     /// [`IllegalTransition`]; nothing changes.
@@ -383,23 +460,28 @@ impl StateMachine {
                 if previous == State::OfflineError {
                     return Ok(next);
                 }
-                self.pending_error = Some(error);
+                self.error = Some(error);
                 self.last_offline_clean = false;
             }
             Event::Online => {
-                self.pending_error = None;
                 self.last_offline_clean = false;
                 self.offline_immediate = false;
             }
-            Event::Offline | Event::OfflineImmediate if previous == State::OfflineError => {
-                self.pending_error = None;
+            Event::OfflineImmediate if previous != State::OfflineError => {
+                self.offline_immediate = true;
             }
-            Event::OfflineImmediate => self.offline_immediate = true,
             Event::OfflineDone { clean } => {
                 self.last_offline_clean = clean;
                 self.offline_immediate = false;
             }
-            Event::Offline | Event::Synchronized => {}
+            Event::Offline | Event::OfflineImmediate | Event::Synchronized => {}
+        }
+        if next.is_offline() && (!previous.is_offline() || previous != next) {
+            self.offlines += 1;
+            if self.offline_ends.len() == OFFLINE_ENDS_KEPT {
+                self.offline_ends.pop_front();
+            }
+            self.offline_ends.push_back(next);
         }
         if next != previous {
             self.since = Instant::now();
@@ -753,9 +835,11 @@ mod tests {
         m.apply(Event::Fail(PendingError::new("channel 5: later")))
             .unwrap();
         assert_eq!(m.pending_error(), Some(&first));
-        // online from OFFLINE:ERROR retries and clears the error.
+        // online from OFFLINE:ERROR retries: the error is hidden while
+        // the run goes on, not forgotten.
         assert_eq!(m.apply(Event::Online), Ok(GoingOnlineSynchronizing));
         assert_eq!(m.pending_error(), None);
+        assert_eq!(m.unresolved_error(), Some(&first));
         // An illegal event changes nothing.
         assert!(m.apply(Event::OfflineDone { clean: true }).is_err());
         assert_eq!(m.state(), GoingOnlineSynchronizing);
@@ -767,18 +851,61 @@ mod tests {
         m.apply(Event::OfflineDone { clean: false }).unwrap();
         assert_eq!(m.state(), OfflineNormal);
         assert!(!m.last_offline_clean());
+        // Offline again and not resolved by the service: shown again.
+        assert_eq!(m.pending_error(), Some(&first));
+        m.resolve_error();
+        assert_eq!(m.pending_error(), None);
         m.apply(Event::Online).unwrap();
         m.apply(Event::Synchronized).unwrap();
         m.apply(Event::Offline).unwrap();
         m.apply(Event::OfflineDone { clean: true }).unwrap();
         assert!(m.last_offline_clean());
-        // Acknowledging an error clears it and the clean flag stays false.
+        // Acknowledging an error keeps it until the service resolves it;
+        // the clean flag stays false.
         m.apply(Event::Online).unwrap();
         m.apply(Event::Fail(PendingError::new("x"))).unwrap();
-        m.apply(Event::Offline).unwrap();
+        m.apply(Event::OfflineImmediate).unwrap();
         assert_eq!(m.state(), OfflineNormal);
+        assert!(!m.offline_immediate());
+        assert_eq!(m.pending_error(), Some(&PendingError::new("x")));
+        m.resolve_error();
         assert_eq!(m.pending_error(), None);
         assert!(!m.last_offline_clean());
+    }
+
+    #[test]
+    fn offlines_are_numbered_with_how_they_ended() {
+        let mut m = StateMachine::new();
+        assert_eq!(m.offlines(), 0);
+        assert_eq!(m.offline_end(1), OfflineEnd::Pending);
+        m.apply(Event::Online).unwrap();
+        m.apply(Event::Synchronized).unwrap();
+        m.apply(Event::Offline).unwrap();
+        assert_eq!(m.offline_end(1), OfflineEnd::Pending);
+        m.apply(Event::OfflineDone { clean: true }).unwrap();
+        assert_eq!(m.offlines(), 1);
+        // Another request going online does not change how 1 ended.
+        m.apply(Event::Online).unwrap();
+        assert_eq!(m.offline_end(1), OfflineEnd::Ended(OfflineNormal));
+        assert_eq!(m.offline_end(2), OfflineEnd::Pending);
+        // A failure is an offline (2); its acknowledgement another (3); a
+        // second failure reported in OFFLINE:ERROR is none.
+        m.apply(Event::Fail(PendingError::new("x"))).unwrap();
+        m.apply(Event::Fail(PendingError::new("y"))).unwrap();
+        assert_eq!(m.offlines(), 2);
+        assert_eq!(m.offline_end(2), OfflineEnd::Ended(OfflineError));
+        m.apply(Event::Offline).unwrap();
+        assert_eq!(m.offlines(), 3);
+        assert_eq!(m.offline_end(3), OfflineEnd::Ended(OfflineNormal));
+        for _ in 0..OFFLINE_ENDS_KEPT {
+            m.apply(Event::Online).unwrap();
+            m.apply(Event::Offline).unwrap();
+            m.apply(Event::OfflineDone { clean: true }).unwrap();
+        }
+        assert_eq!(m.offlines(), 3 + OFFLINE_ENDS_KEPT as u64);
+        assert_eq!(m.offline_end(3), OfflineEnd::Forgotten);
+        assert_eq!(m.offline_end(4), OfflineEnd::Ended(OfflineNormal));
+        assert_eq!(m.offline_end(0), OfflineEnd::Forgotten);
     }
 
     #[test]

@@ -47,6 +47,13 @@ fn requests_on_the_wire() {
         r#"{"request":"wait","until":{"applied":12},"timeoutSecs":0}"#,
     );
     round_trip(
+        Request::Wait {
+            until: WaitFor::Offline(3),
+            timeout_secs: 60,
+        },
+        r#"{"request":"wait","until":{"offline":3},"timeoutSecs":60}"#,
+    );
+    round_trip(
         Request::ShardInsert {
             rows: vec![ShardRow {
                 shard_id: "acme".into(),

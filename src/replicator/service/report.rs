@@ -72,8 +72,8 @@ pub struct StatusSnapshot {
     /// The pending `offline --at-seqno`.
     pub offline_at_seqno: Option<u64>,
     /// Whether the last offline ended with every restart row at the same
-    /// seqno.
-    pub last_offline_clean: bool,
+    /// seqno; `None` unless the service is offline.
+    pub last_offline_clean: Option<bool>,
     /// Time since the service started.
     pub uptime: Duration,
     /// Time since the last state change.
