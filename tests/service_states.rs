@@ -1,0 +1,329 @@
+//! Issue 36, items 4 and 5: states stay honest against the real service
+//! (`shardrep run` on the sandbox's replica 2, driven by the real
+//! `shardrepctl`).
+//!
+//! - An `offline` client answers once its own offline has completed, even
+//!   when another client's `online` changed the state right after (it
+//!   used to wait for `OFFLINE:NORMAL` until its time-out).
+//! - `offline` from `OFFLINE:ERROR` keeps the error in status while the
+//!   channels' restart rows are uneven, until a successful online passes
+//!   the failed seqno or the DBA resets.
+//! - `lastOfflineClean` is shown only while the service is offline.
+//!
+//! The tests of this file take one lock and run one at a time (they share
+//! replica 2 and the two cores).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+use shardrep::control::{Client, Request};
+
+use common::service::{
+    ctl, ctl_ok, ctl_spawn, master_position, status, stop_target_slave, wait_applied_to_master,
+    wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
+};
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
+
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs `sql` on one master connection.
+async fn on_master(sb: &Sandbox, sql: &str) {
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("on the master: {e}\n{sql}"));
+}
+
+/// Creates `schema.t (id INT PRIMARY KEY, n INT)` on the master with rows
+/// `1..=rows`, one transaction per row: seqnos 0 to `rows + 1`.
+async fn create_table(sb: &Sandbox, schema: &str, rows: u32) {
+    let s = quote_ident(schema);
+    let mut sql = format!("CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, n INT);");
+    for id in 1..=rows {
+        sql.push_str(&format!(" INSERT INTO {s}.t VALUES ({id}, 0);"));
+    }
+    on_master(sb, &sql).await;
+}
+
+fn wait_state(spec: &ServiceSpec, state: &str) {
+    ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
+}
+
+async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, schemas: &[String]) {
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, schemas).await;
+    spec.remove(sb).await;
+}
+
+/// The pending error's fields of a status.
+fn pending_fields(s: &Value) -> Vec<(&'static str, Value)> {
+    [
+        "pendingError",
+        "pendingErrorCode",
+        "pendingErrorSeqno",
+        "pendingErrorEventId",
+        "pendingErrorShard",
+        "pendingErrorChannel",
+        "pendingExceptionMessage",
+    ]
+    .into_iter()
+    .map(|k| (k, s[k].clone()))
+    .collect()
+}
+
+/// A replica session holds row `id` of `schema.t` (an uncommitted insert
+/// of `(id, 99)`); the master then inserts `id` and `id + 1`, the second
+/// of which commits on another channel; then the session commits and the
+/// master's insert of `id` fails with 1062. Returns once seqno `second`
+/// (the insert of `id + 1`) is in a restart row, and the session has
+/// committed.
+async fn fail_with_uneven_rows(
+    sb: &Sandbox,
+    spec: &ServiceSpec,
+    schema: &str,
+    id: i32,
+    second: i64,
+) {
+    let q = quote_ident(schema);
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {q}.t VALUES ({id}, 99)"
+        ))
+        .await
+        .unwrap();
+    on_master(
+        sb,
+        &format!(
+            "INSERT INTO {q}.t VALUES ({id}, 0); INSERT INTO {q}.t VALUES ({}, 0)",
+            id + 1
+        ),
+    )
+    .await;
+    common::wait_until(
+        &format!("seqno {second} committed"),
+        Duration::from_secs(60),
+        || async {
+            let rows = spec.restart_records(sb).await;
+            rows.iter()
+                .any(|(seqno, _, _)| *seqno == second)
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    holder.query_drop("COMMIT").await.unwrap();
+    drop(holder);
+}
+
+// Item 4 (issue item 6): `shardrepctl offline --timeout-secs 60` while
+// another client goes online as soon as the state is OFFLINE:NORMAL. The
+// offline client returns at once with success: its offline ended in
+// OFFLINE:NORMAL (and `stateNow` says when another request changed the
+// state since). Three rounds, each racing the client's next look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_racing_online_does_not_hold_an_offline_client() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("race");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("race", std::slice::from_ref(&a), &start);
+    let _guard = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_state(&spec, "ONLINE");
+    let applied = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(applied["appliedLastSeqno"], 4, "{applied}");
+    let client = Client::new(spec.dir.join("control.sock"));
+    let timeout = Duration::from_secs(60);
+    let mut raced = 0;
+    for round in 1..=3 {
+        let started = Instant::now();
+        let mut offline = ctl_spawn(
+            &spec,
+            &[
+                "--json",
+                "offline",
+                "--timeout-secs",
+                &timeout.as_secs().to_string(),
+            ],
+        );
+        // Online as soon as the offline has completed (looked at as
+        // often as the socket answers).
+        loop {
+            let s = client
+                .request(&Request::Status { name: None })
+                .expect("status");
+            if s["state"] == "OFFLINE:NORMAL" {
+                break;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "round {round}: never OFFLINE:NORMAL: {s}"
+            );
+        }
+        let online = client
+            .request(&Request::Online {
+                skip_seqnos: None,
+                until_seqno: None,
+            })
+            .expect("online");
+        assert_eq!(online["state"], "GOING-ONLINE:SYNCHRONIZING", "{online}");
+        // The offline client ends well before its time-out.
+        let status = loop {
+            if let Some(status) = offline.try_wait().expect("try_wait") {
+                break status;
+            }
+            if started.elapsed() > timeout / 2 {
+                let _ = offline.kill();
+                let out = offline.wait_with_output().expect("output");
+                panic!(
+                    "round {round}: the offline client still waits after {:?}: {}",
+                    started.elapsed(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = offline.wait_with_output().expect("output");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(status.success(), "round {round}: {stdout}{stderr}");
+        assert_eq!(stderr, "", "round {round}");
+        let answer: Value = serde_json::from_str(stdout.trim_end()).expect("one JSON line");
+        assert_eq!(answer["state"], "OFFLINE:NORMAL", "round {round}: {answer}");
+        assert_eq!(answer["appliedLastSeqno"], 4, "round {round}: {answer}");
+        match answer.get("stateNow") {
+            None => assert_eq!(answer.as_object().unwrap().len(), 2, "{answer}"),
+            Some(now) => {
+                raced += 1;
+                assert!(
+                    now == "GOING-ONLINE:SYNCHRONIZING" || now == "ONLINE",
+                    "round {round}: {answer}"
+                );
+            }
+        }
+        wait_state(&spec, "ONLINE");
+    }
+    eprintln!("the online came before the offline client's next look in {raced} of 3 rounds");
+    ctl_ok(&spec, &["offline"]);
+    cleanup(sb, &spec, process, &[a]).await;
+}
+
+// Item 5: a definite error that leaves the restart rows uneven (seqno 6
+// committed on one channel, 5 failed with 1062 on another) stays in
+// status after `offline` (OFFLINE:NORMAL, every pendingError field as in
+// OFFLINE:ERROR, handback still refused); an online that passes seqno 5
+// and a clean offline clear it. A second such error, acknowledged, is
+// cleared by reset. `lastOfflineClean` is null while going online and
+// online, false after the error and its acknowledgement, true after the
+// clean offline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_error_stays_while_the_rows_are_uneven() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("ackerr");
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
+    create_table(sb, &a, 3).await;
+    let mut spec = ServiceSpec::new("ackerr", std::slice::from_ref(&a), &start);
+    spec.block = 1;
+    // Seqno 6 commits before 5: out of order, which the master's GTIDs
+    // (commits in the master's order) do not allow.
+    spec.binlog_gtids = Some("own");
+    let _guard = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    let s = status(&spec);
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["lastOfflineClean"], Value::Null, "online: {s}");
+
+    // Seqno 5 (id 4) fails, 6 (id 5) is committed: the rows are uneven.
+    fail_with_uneven_rows(sb, &spec, &a, 4, 6).await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let failed = status(&spec);
+    assert_eq!(failed["pendingErrorSeqno"], 5, "{failed}");
+    assert_eq!(failed["pendingErrorCode"], 1062, "{failed}");
+    assert_eq!(failed["pendingErrorShard"], a.as_str(), "{failed}");
+    assert_eq!(failed["lastOfflineClean"], false, "{failed}");
+    let rows = spec.restart_records(sb).await;
+    let seqnos: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    assert!(seqnos.contains(&6), "{rows:?}");
+    assert!(seqnos.iter().any(|&s| s < 5), "{rows:?}");
+
+    // offline acknowledges: OFFLINE:NORMAL, the error still shown.
+    let (code, out, err) = ctl(&spec, &["--json", "offline", "--timeout-secs", "60"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let answer: Value = serde_json::from_str(out.trim_end()).unwrap();
+    assert_eq!(answer["state"], "OFFLINE:NORMAL", "{answer}");
+    assert_eq!(answer.get("stateNow"), None, "{answer}");
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(pending_fields(&s), pending_fields(&failed), "{s}");
+    assert_eq!(s["lastOfflineClean"], false, "{s}");
+    assert!(
+        process
+            .log_text()
+            .contains("the last error stays in status (pendingError)"),
+        "the log says why"
+    );
+    let (code, _, err) = ctl(&spec, &["handback"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("different seqnos"), "{err}");
+
+    // Repaired, online passes seqno 5: no error while online, none after
+    // a clean offline.
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DELETE FROM {qa}.t WHERE id = 4"),
+    )
+    .await;
+    assert_eq!(
+        ctl_ok(&spec, &["online"]),
+        "state : GOING-ONLINE:SYNCHRONIZING\n"
+    );
+    let s = status(&spec);
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(s["lastOfflineClean"], Value::Null, "{s}");
+    let s = wait_applied_to_master(sb, &spec).await;
+    assert_eq!(s["state"], "ONLINE", "{s}");
+    assert_eq!(s["appliedLastSeqno"], 6, "{s}");
+    assert_eq!(s["pendingError"], Value::Null, "{s}");
+    assert_eq!(s["lastOfflineClean"], Value::Null, "{s}");
+    assert_table_equal(sb, Server::Master, TARGET, &a, "t").await;
+    ctl_ok(&spec, &["offline"]);
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(pending_fields(&s), pending_fields(&Value::Null), "{s}");
+    assert_eq!(s["lastOfflineClean"], true, "{s}");
+    assert_eq!(spec.restart_seqnos(sb).await, [6; 4]);
+
+    // Again (seqno 7, id 6, fails; 8 commits), acknowledged: reset
+    // clears it.
+    ctl_ok(&spec, &["online"]);
+    wait_state(&spec, "ONLINE");
+    fail_with_uneven_rows(sb, &spec, &a, 6, 8).await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let failed = status(&spec);
+    assert_eq!(failed["pendingErrorSeqno"], 7, "{failed}");
+    ctl_ok(&spec, &["offline"]);
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(pending_fields(&s), pending_fields(&failed), "{s}");
+    ctl_ok(&spec, &["reset", "--confirm", &spec.service]);
+    let s = status(&spec);
+    assert_eq!(s["state"], "OFFLINE:NORMAL", "{s}");
+    assert_eq!(pending_fields(&s), pending_fields(&Value::Null), "{s}");
+    cleanup(sb, &spec, process, &[a]).await;
+}
