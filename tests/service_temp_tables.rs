@@ -546,3 +546,82 @@ async fn a_temporary_table_in_a_schema_that_does_not_exist_is_dropped_at_session
     );
     cleanup(sb, &spec, process, &[a]).await;
 }
+
+// A temporary table lost with the replica connection that held it (the
+// channels' sessions killed on the replica): the next statement of its
+// master session that uses it stops the service with 1146 and says that a
+// temporary table of that session was lost, naming it and the way out;
+// following that way out (the statement's change made by hand, the seqno
+// skipped) ends with the tables equal to the master's, ONLINE, and the
+// session's later DROP applied without error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_table_lost_with_its_connection_names_the_session_and_the_way_out() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let (spec, process, a, b) = setup(sb, "tmplost").await;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let qa = quote_ident(&a);
+    let (mut m, thread) = master_session(sb, "MIXED", &a).await;
+    run(
+        &mut m,
+        "CREATE TEMPORARY TABLE tmp (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
+    .await;
+    run(&mut m, "INSERT INTO tmp VALUES (1, 'x'), (2, 'y')").await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["openTempTables"], 1);
+    // Every channel's replica session ends (each recorded its connection
+    // id in its restart row): the temporary table goes with its own.
+    let mut replica = sb.connect(TARGET).await;
+    let sessions: Vec<u64> = replica
+        .query(format!(
+            "SELECT session_id FROM {}.restart_position WHERE session_id IS NOT NULL",
+            quote_ident(&spec.catalog())
+        ))
+        .await
+        .unwrap();
+    assert!(!sessions.is_empty());
+    let list: Vec<(u64, String)> = replica
+        .query("SELECT ID, USER FROM information_schema.PROCESSLIST")
+        .await
+        .unwrap();
+    eprintln!("DEBUG sessions {sessions:?} processlist {list:?}");
+    for id in sessions {
+        let r = replica.query_drop(format!("KILL CONNECTION {id}")).await;
+        eprintln!("DEBUG kill {id}: {r:?}");
+    }
+    run(&mut m, "INSERT INTO r SELECT id, v FROM tmp").await;
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "120"],
+    );
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1146, "{s}");
+    let seqno = s["pendingErrorSeqno"].as_u64().expect("a seqno");
+    let message = s["pendingError"].as_str().unwrap().to_string();
+    for part in [
+        "a temporary table is lost: ".to_string(),
+        format!("seqno {seqno} failed"),
+        format!("master session server 1 thread {thread}"),
+        format!("temporary table(s) {a}.tmp were open"),
+        format!("`shardrepctl online --skip-seqno {seqno}`"),
+    ] {
+        assert!(message.contains(&part), "{part:?} in {message}");
+    }
+    assert!(!message.contains("Way out: fix the replica"), "{message}");
+    // The way out: the change made by hand from the master's rows, the
+    // seqno skipped.
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; INSERT INTO {qa}.r VALUES (1, 'x'), (2, 'y')"
+        ))
+        .await
+        .unwrap();
+    ctl_ok(&spec, &["online", "--skip-seqno", &seqno.to_string()]);
+    run(&mut m, "DROP TEMPORARY TABLE tmp").await;
+    run(&mut m, "INSERT INTO r VALUES (3, 'after')").await;
+    drop(m);
+    assert_equal_and_online(sb, &spec, &a, &b).await;
+    assert_eq!(status(&spec)["openTempTables"], 0);
+    cleanup(sb, &spec, process, &[a, b]).await;
+}

@@ -76,6 +76,7 @@ pub use fragments::FragmentSource;
 pub use in_order::{binlog_has, binlog_state};
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
+pub use plain::LOST_TEMPORARY_TABLE_PREFIX;
 
 /// One attempt at a statement or block: the error carries the driver's
 /// error when there is one (for [`classify`]).
@@ -640,7 +641,7 @@ impl Channel {
                 sessions = %self.temp_tables.describe().join("; "),
                 "reconnected: the temporary tables of these master sessions are lost"
             );
-            self.temp_tables.clear();
+            self.temp_tables.lose_open();
         }
         self.end_lost_session(old_session).await?;
         record_session(&mut self.conn, &self.settings, self.session).await

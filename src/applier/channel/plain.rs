@@ -13,11 +13,11 @@ use crate::applier::sql::{PlannedStatement, TableShape};
 use crate::applier::table::ReplicaTable;
 use crate::config::ApplyMethod;
 use crate::event::{Change, ColumnInfo, RowKind, RowsChange, Statement, TableInfo, Transaction};
-use crate::mysql::error_codes::ER_BAD_DB_ERROR;
+use crate::mysql::error_codes::{ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE};
 use crate::mysql::quote_ident;
 use crate::position::Epoch;
 use crate::shard::statement::{leading_verb, names_its_database};
-use crate::shard::temp_tables::{qualified_temporary_drop, TempTables};
+use crate::shard::temp_tables::{qualified_temporary_drop, temp_op, TempOp, TempTables};
 
 impl Channel {
     /// The replica table of `info` (cached), for transaction `txn`.
@@ -205,6 +205,27 @@ impl Channel {
         }
         let mut context = session_setup(&statement.context);
         let mut in_session = false;
+        // Temporary tables of this statement's session lost with an
+        // earlier connection: a 1146 is then explained (below).
+        let lost = TempTables::session_of(txn, statement).and_then(|session| {
+            self.temp_tables
+                .lost_tables(session)
+                .map(|tables| (session, tables.iter().cloned().collect::<Vec<_>>()))
+        });
+        // The tables a temporary DROP names that its session does not hold
+        // here (before the DROP is noted below).
+        let not_held: Option<Vec<String>> = match (
+            TempTables::session_of(txn, statement),
+            temp_op(&statement.sql, statement.default_schema.as_deref()),
+        ) {
+            (Some(session), Some(TempOp::Drop { tables, .. })) => Some(
+                tables
+                    .into_iter()
+                    .filter(|t| !self.temp_tables.holds_table(session, t))
+                    .collect(),
+            ),
+            _ => None,
+        };
         if let Some(session) = TempTables::session_of(txn, statement) {
             // The master session's temporary-table namespace (the server
             // keys temporary tables by `pseudo_thread_id`); set only where
@@ -240,7 +261,7 @@ impl Channel {
                     Err((error, cause)) if error.code == ER_BAD_DB_ERROR => {
                         // A temporary table's schema need not exist: its
                         // DROP runs with the names qualified instead.
-                        match qualified_temporary_drop(&statement.sql, db) {
+                        match qualified_temporary_drop(&statement.sql, db, false) {
                             Some(qualified) => instead = Some(qualified),
                             None => {
                                 let mut error = error;
@@ -258,6 +279,29 @@ impl Channel {
                         }
                     }
                     Err(e) => return Err(e),
+                }
+            }
+        }
+        if let (None, Some(db)) = (&instead, &statement.default_schema) {
+            // A DROP TEMPORARY TABLE of a table this session does not hold
+            // here (lost with an earlier connection, or created before this
+            // run began) drops nothing: it runs with IF EXISTS, as the
+            // server's own applier runs a DROP under its default
+            // slave_ddl_exec_mode = IDEMPOTENT (the master logs a user's
+            // DROP of a temporary table without IF EXISTS).
+            if let Some(TempOp::Drop {
+                tables: dropped, ..
+            }) = temp_op(&statement.sql, Some(db))
+            {
+                if not_held.as_ref().is_some_and(|n| !n.is_empty()) {
+                    instead = qualified_temporary_drop(&statement.sql, db, true);
+                    tracing::warn!(
+                        channel = self.settings.channel.get(),
+                        seqno = txn.seqno.get(),
+                        tables = %dropped.join(", "),
+                        "DROP of temporary tables that this run does not hold (lost with an \
+                         earlier connection or a restart of shardrep): run with IF EXISTS"
+                    );
                 }
             }
         }
@@ -288,7 +332,19 @@ impl Channel {
         }
         // Back to the channel's own session before anything else.
         let restore = session::restore_statement(in_session);
-        result.map_err(|e| (self.error_at(at, &sql_text, &e), Some(e)))?;
+        result.map_err(|e| {
+            let mut error = self.error_at(at, &sql_text, &e);
+            if let (ER_NO_SUCH_TABLE, Some((session, tables))) = (error.code, &lost) {
+                error.message = lost_temporary_table_message(
+                    &error.message,
+                    txn.seqno.get(),
+                    u32::from(self.settings.channel.get()),
+                    *session,
+                    tables,
+                );
+            }
+            (error, Some(e))
+        })?;
         self.exec_text(&restore, at).await?;
         if ddl {
             // DDL may change any table of its schema: forget cached shapes.
@@ -299,4 +355,37 @@ impl Channel {
         }
         Ok(())
     }
+}
+
+/// How the message of a statement that failed for a lost temporary table
+/// begins ([`lost_temporary_table_message`]); its way out is in it.
+pub const LOST_TEMPORARY_TABLE_PREFIX: &str = "a temporary table is lost: ";
+
+/// The message of statement of seqno `seqno` that failed with 1146
+/// (`message`) while its master session `session` had lost `tables`
+/// (temporary tables open on channel `channel`'s replica connection when
+/// that connection was lost; the server drops a connection's temporary
+/// tables with it, as it does for native replication at a server
+/// restart).
+pub fn lost_temporary_table_message(
+    message: &str,
+    seqno: u64,
+    channel: u32,
+    session: crate::shard::temp_tables::MasterSession,
+    tables: &[String],
+) -> String {
+    format!(
+        "{LOST_TEMPORARY_TABLE_PREFIX}seqno {seqno} failed ({message}) in master session \
+         {session}, whose temporary table(s) {} were open on channel {channel}'s connection to \
+         the replica when that connection was lost: the server dropped them with it. This \
+         transaction and every later one of that session that uses them cannot be applied \
+         as logged. Way out: `shardrepctl log list --seqno {seqno}` shows what it does; \
+         make its change on the replica by hand (with sql_log_bin = 0) from the master's \
+         tables, then `shardrepctl online --skip-seqno {seqno}`, and the same for each later \
+         transaction of the session that stops this way (the session's end drops the \
+         tables); `shardrepctl check` then compares the tables with the master's. Or re-seed \
+         the replica from the master and reset the service (`shardrepctl reset --confirm` \
+         with its name)",
+        tables.join(", ")
+    )
 }

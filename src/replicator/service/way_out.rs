@@ -89,7 +89,9 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
             if e.message
                 .starts_with(crate::applier::ddl_replay::UNSAFE_REPLAY_PREFIX)
                 || e.message
-                    .starts_with(crate::applier::channel::NOT_RUN_AGAIN_PREFIX) =>
+                    .starts_with(crate::applier::channel::NOT_RUN_AGAIN_PREFIX)
+                || e.message
+                    .starts_with(crate::applier::channel::LOST_TEMPORARY_TABLE_PREFIX) =>
         {
             None
         }
