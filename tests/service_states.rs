@@ -327,3 +327,104 @@ async fn an_acknowledged_error_stays_while_the_rows_are_uneven() {
     assert_eq!(pending_fields(&s), pending_fields(&Value::Null), "{s}");
     cleanup(sb, &spec, process, &[a]).await;
 }
+
+// A definite error in a row-parallel catch-up, with nothing committed at
+// or above the failed seqno F. Under "own" the rows record every commit:
+// the error's way out is `handback` at once. Under "master" (rows written
+// every few commits, the replica's binlog records the rest) it is `online
+// --until-seqno F-1`, then `handback`. Followed, native replication resumes
+// before seqno F and meets the same error itself (SHOW SLAVE STATUS:
+// 1062); fixed there, native replication ends with the replica equal to
+// the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_catch_up_is_handed_back_before_the_failed_transaction() {
+    for mode in ["own", "master"] {
+        hand_back_before_a_failure(mode).await;
+    }
+}
+
+async fn hand_back_before_a_failure(mode: &'static str) {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    // The service starts at a binlog position (source.start), so its rows
+    // know only the GTID domains written since: the handback uses the
+    // binlog position (native replication on file positions), which holds
+    // whatever domains the master has.
+    sb.exec(TARGET, "CHANGE MASTER TO MASTER_USE_GTID = no")
+        .await;
+    let a = unique_schema(&format!("hbfail_{mode}"));
+    let qa = quote_ident(&a);
+    let start = master_position(sb).await;
+    // Seqnos 0-7: CREATE DATABASE, CREATE TABLE, ids 1-6.
+    create_table(sb, &a, 6).await;
+    let mut spec = ServiceSpec::new("hbfail", std::slice::from_ref(&a), &start);
+    spec.block = 1;
+    spec.binlog_gtids = Some(mode);
+    let _guard = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "7", "--timeout-secs", "120"]);
+    // The replica holds id 7 already: seqno 8, the master's insert of it,
+    // fails with 1062; nothing comes after it.
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; INSERT INTO {qa}.t VALUES (7, 99)"),
+    )
+    .await;
+    on_master(sb, &format!("INSERT INTO {qa}.t VALUES (7, 0)")).await;
+    wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorSeqno"], 8, "{s}");
+    assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+    let message = s["pendingError"].as_str().unwrap();
+    if mode == "own" {
+        assert!(
+            message.contains(
+                "or `shardrepctl handback`, then START SLAVE, hands the replica back to \
+                 native replication before it"
+            ),
+            "{message}"
+        );
+    } else {
+        assert!(
+            message.contains(
+                "to hand the replica back to native replication before it, `shardrepctl \
+                 online --until-seqno 7` (the seqnos before it, then a clean stop), then \
+                 `shardrepctl handback` and START SLAVE"
+            ),
+            "{message}"
+        );
+        ctl_ok(&spec, &["online", "--until-seqno", "7"]);
+        wait_state(&spec, "OFFLINE:NORMAL");
+    }
+    ctl_ok(&spec, &["handback"]);
+    sb.exec(TARGET, "START SLAVE").await;
+    // Native replication applies seqno 8 and meets its error.
+    let native = common::wait_until(
+        "native replication stops on the failed transaction",
+        Duration::from_secs(120),
+        || async {
+            let mut replica = sb.connect(TARGET).await;
+            shardrep::replica::slave_status(&mut replica)
+                .await
+                .unwrap()
+                .filter(|st| st.last_errno != 0)
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(native.last_errno, 1062, "{native:?}");
+    // Fixed as a DBA fixes native replication: the replica's row goes,
+    // the SQL thread starts again.
+    sb.exec(
+        TARGET,
+        &format!("SET SESSION sql_log_bin = 0; DELETE FROM {qa}.t WHERE id = 7; START SLAVE"),
+    )
+    .await;
+    common::service::assert_native_ok(sb).await;
+    assert_table_equal(sb, Server::Master, TARGET, &a, "t").await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, &[a]).await;
+    spec.remove(sb).await;
+}

@@ -581,14 +581,9 @@ async fn a_temporary_table_lost_with_its_connection_names_the_session_and_the_wa
         .await
         .unwrap();
     assert!(!sessions.is_empty());
-    let list: Vec<(u64, String)> = replica
-        .query("SELECT ID, USER FROM information_schema.PROCESSLIST")
-        .await
-        .unwrap();
-    eprintln!("DEBUG sessions {sessions:?} processlist {list:?}");
     for id in sessions {
-        let r = replica.query_drop(format!("KILL CONNECTION {id}")).await;
-        eprintln!("DEBUG kill {id}: {r:?}");
+        // (A session that ended already is not an error here.)
+        let _ = replica.query_drop(format!("KILL CONNECTION {id}")).await;
     }
     run(&mut m, "INSERT INTO r SELECT id, v FROM tmp").await;
     ctl_ok(

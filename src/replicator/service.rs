@@ -134,6 +134,11 @@ struct Inner {
     /// handback until a clean offline): an immediate offline, or channels
     /// at different seqnos. After an error, the restart rows decide.
     unclean: Option<String>,
+    /// Whether the restart rows record every commit: false after a run
+    /// under the master's GTIDs that ended on an error (its rows are
+    /// written every few commits; the replica's binlog records the rest,
+    /// read at the next start). A run that stops cleanly writes them.
+    rows_record_commits: bool,
     /// The seqnos recorded as skipped at the DBA's request (the catalog's
     /// `skipped_seqno` table as last read, plus what `online` asked for).
     skipped: Vec<SkippedSeqno>,
@@ -211,6 +216,12 @@ impl Service {
                 takeover_used_gtid: None,
                 last_error: None,
                 unclean: None,
+                // Rows left by an earlier process: exact unless they may
+                // be under the master's GTIDs.
+                rows_record_commits: matches!(
+                    binlog_gtids,
+                    crate::config::BinlogGtids::Own | crate::config::BinlogGtids::Off
+                ),
                 skipped,
                 binlog_gtids,
                 handed_back: None,
@@ -452,13 +463,22 @@ impl Service {
             )));
         }
         if let Some(until) = until_seqno {
-            if let Some(beyond) = inner
-                .last_rows
-                .iter()
-                .filter_map(|r| r.seqno.map(Seqno::get))
-                .filter(|&s| s > until)
-                .max()
-            {
+            // What is committed above it: the recovered set when the rows
+            // record it (a row beyond it may hold a stop mark, no commit),
+            // else the rows' own seqnos.
+            let committed = match restart::recover(&inner.last_rows) {
+                Ok(restart::Recovery::Exact { base, committed }) => base
+                    .into_iter()
+                    .chain(committed.iter())
+                    .map(Seqno::get)
+                    .max(),
+                _ => inner
+                    .last_rows
+                    .iter()
+                    .filter_map(|r| r.seqno.map(Seqno::get))
+                    .max(),
+            };
+            if let Some(beyond) = committed.filter(|&s| s > until) {
                 return Err(ServiceError::illegal_state(format!(
                     "online --until-seqno {until}: seqno {beyond} is already applied; \
                      name a seqno of at least {beyond}"
@@ -627,11 +647,16 @@ impl Service {
             .is_some_and(|i| i.load(Ordering::Acquire));
         match result {
             Ok(report) => {
+                // Rows apart are a clean end too when they record that
+                // nothing above their common base is committed (a channel
+                // beyond it holds a stop mark: `online --until-seqno`).
                 let clean = !immediate
-                    && report
+                    && (report
                         .restart_rows
                         .iter()
-                        .all(|r| r.seqno == report.restart_rows[0].seqno);
+                        .all(|r| r.seqno == report.restart_rows[0].seqno)
+                        || handback_at_base(&report.restart_rows).is_some());
+                inner.rows_record_commits = true;
                 inner.last_rows = report.restart_rows;
                 inner.unclean = if clean {
                     None
@@ -690,6 +715,10 @@ impl Service {
                     advance_rows(&mut rows, progress, self.config.apply.channels);
                 }
                 inner.last_rows = rows;
+                inner.rows_record_commits = matches!(
+                    *observer.binlog_gtids.lock().expect("observer"),
+                    Some(crate::config::BinlogGtids::Own | crate::config::BinlogGtids::Off)
+                );
                 // Whether a handback may follow is decided by these rows
                 // (every channel at one seqno), not by how the run ended:
                 // a source that cannot continue must not trap the service.
@@ -1481,6 +1510,17 @@ impl Service {
         let config = self.config.clone();
         let used_gtid = inner.takeover_used_gtid;
         let name = self.config.service.name.clone();
+        // The failed transaction a handback would leave to native
+        // replication (its restart rows may be uneven).
+        let failed_seqno = inner
+            .machine
+            .pending_error()
+            .and_then(|p| p.seqno)
+            .filter(|&s| s > 0);
+        // Under the master's GTIDs the replica's binlog records commits the
+        // rows may not yet (written every few commits): rows apart are not
+        // a record of what is committed there.
+        let rows_exact = inner.rows_record_commits;
         let result = block_on(async move {
             let mut conn = super::connect_replica_for_native(&config)
                 .await
@@ -1491,7 +1531,8 @@ impl Service {
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             let rows = restart_rows_at_rest(&mut conn, &catalog, "hand back").await?;
-            let (seqno, position, gtid) = handback_position(&rows, &name)?;
+            let (seqno, position, gtid) =
+                handback_position(&rows, &name, failed_seqno, rows_exact)?;
             let use_gtid = switched.is_some()
                 || match used_gtid {
                     Some(g) => g,
@@ -1716,6 +1757,8 @@ fn advance_rows(rows: &mut Vec<RestartRow>, progress: &Progress, channels: u16) 
 fn handback_position(
     rows: &[RestartRow],
     name: &str,
+    failed: Option<u64>,
+    rows_exact: bool,
 ) -> Result<(Option<Seqno>, BinlogPosition, Option<GtidPos>), ServiceError> {
     let first = rows.first().cloned().ok_or_else(|| {
         ServiceError::illegal_state("nothing to hand back: the service has no restart position")
@@ -1734,16 +1777,52 @@ fn handback_position(
         )));
     }
     if !equal {
+        // Rows apart after a failure or an immediate stop: exact at the
+        // recovered base when nothing above it is committed (the rows
+        // beyond it hold stop marks only, no commit): native replication
+        // resumes after it and applies every later seqno once.
+        if let Some((base, at)) = handback_at_base(rows).filter(|_| rows_exact) {
+            let gtid = (!at.gtid.is_empty()).then(|| at.gtid.clone());
+            if let Some(position) = at.event_id.clone() {
+                return Ok((Some(base), position, gtid));
+            }
+        }
         let seqnos: Vec<String> = rows
             .iter()
             .map(|r| r.seqno.map_or("-".into(), |s| s.to_string()))
             .collect();
+        // The highest seqno committed: recorded exactly by the rows, or
+        // (rows of an older shardrep) the highest row.
+        let highest = match restart::recover(rows) {
+            Ok(restart::Recovery::Exact { base, committed }) => committed.last().or(base),
+            _ => rows.iter().filter_map(|r| r.seqno).max(),
+        };
+        let way = match failed {
+            // Nothing at or above the failed seqno is committed: applying
+            // the seqnos below it leaves nothing committed above them.
+            Some(f) if highest.is_none_or(|c| c.get() < f) => format!(
+                "To hand the replica back before the failed seqno {f}: `shardrepctl online \
+                 --until-seqno {}` applies the seqnos before it that are not committed and \
+                 stops there, then `shardrepctl handback` and START SLAVE (native replication then applies \
+                 seqno {f} and meets its error, in SHOW SLAVE STATUS). Or fix what failed and \
+                 go online (or --skip-seqno {f}), then offline and hand back",
+                f - 1
+            ),
+            Some(f) => format!(
+                "Seqno {} above the failed seqno {f} is already committed (under row or shard \
+                 parallelism the channels commit out of order), so native replication started \
+                 before seqno {f} would apply it again: fix what failed and go online (or \
+                 --skip-seqno {f}), then offline without --immediate, then hand back",
+                highest.map_or(0, Seqno::get)
+            ),
+            None => "Go online (after fixing what failed, or with --skip-seqno), then offline \
+                     without --immediate, then hand back"
+                .to_string(),
+        };
         return Err(ServiceError::illegal_state(format!(
             "the channels' restart rows are at different seqnos ({}): the last stop was not \
-             clean. Go online (after fixing what failed, or with --skip-seqno), then offline \
-             without --immediate, then hand back; if the source cannot continue, \
-             `shardrepctl reset --confirm {name}` forgets this service (re-seed the replica \
-             first)",
+             clean. {way}; if the source cannot continue, `shardrepctl reset --confirm {name}` \
+             forgets this service (re-seed the replica first)",
             seqnos.join(",")
         )));
     }
@@ -1756,6 +1835,22 @@ fn handback_position(
     };
     let gtid = (!first.gtid.is_empty()).then_some(first.gtid);
     Ok((first.seqno, position, gtid))
+}
+
+/// Where rows that are apart can be handed back exactly: the recovered
+/// base (every seqno up to it committed, [`restart::recover`]) when no
+/// seqno above it is committed, with a row at that seqno (its position).
+/// `None` otherwise (legacy rows, commits above the base, no row there).
+pub(super) fn handback_at_base(rows: &[RestartRow]) -> Option<(Seqno, &RestartRow)> {
+    let recovery = restart::recover(rows).ok()?;
+    let (base, committed) = recovery.require_exact().ok()?;
+    let base = base?;
+    if !committed.is_empty() {
+        return None;
+    }
+    rows.iter()
+        .find(|r| r.seqno == Some(base) && r.event_id.is_some())
+        .map(|r| (base, r))
 }
 
 /// The restart rows, once no channel has a DDL started and not recorded

@@ -558,12 +558,13 @@ impl Service {
             let mut discard = Vec::new();
             if !rows.is_empty() {
                 // The condition of a handback: every channel at one seqno.
-                let (applied, applied_at, gtid) = handback_position(&rows, &name).map_err(|e| {
-                    ServiceError::illegal_state(format!(
-                        "source set needs every channel's restart row at one seqno (as a \
+                let (applied, applied_at, gtid) = handback_position(&rows, &name, None, false)
+                    .map_err(|e| {
+                        ServiceError::illegal_state(format!(
+                            "source set needs every channel's restart row at one seqno (as a \
                          handback does; then run source set where it says hand back): {e}"
-                    ))
-                })?;
+                        ))
+                    })?;
                 let applied_gtid = gtid.ok_or_else(|| {
                     ServiceError::illegal_state(
                         "the restart rows hold no GTID position (a master without GTIDs): a \

@@ -18,29 +18,107 @@ fn row(channel: u16, seqno: Option<u64>, event_id: &str) -> RestartRow {
 #[test]
 fn handback_position_from_the_rows() {
     let at = "mariadb-bin.000002:610";
-    let (seqno, position, gtid) =
-        handback_position(&[row(0, Some(9), at), row(1, Some(9), at)], "sjc").unwrap();
+    let (seqno, position, gtid) = handback_position(
+        &[row(0, Some(9), at), row(1, Some(9), at)],
+        "sjc",
+        None,
+        true,
+    )
+    .unwrap();
     assert_eq!(seqno, Some(Seqno(9)));
     assert_eq!(position.to_string(), at);
     assert_eq!(gtid.map(|g| g.to_string()).as_deref(), Some("0-1-7"));
     // Nothing applied since the takeover: its position, no seqno.
     let (seqno, position, _) =
-        handback_position(&[row(0, None, at), row(1, None, at)], "sjc").unwrap();
+        handback_position(&[row(0, None, at), row(1, None, at)], "sjc", None, true).unwrap();
     assert_eq!((seqno, position.to_string().as_str()), (None, at));
-    let differ = handback_position(&[row(0, Some(8), at), row(1, Some(9), at)], "sjc")
-        .unwrap_err()
-        .to_string();
+    let differ = handback_position(
+        &[row(0, Some(8), at), row(1, Some(9), at)],
+        "sjc",
+        None,
+        true,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         differ.starts_with("the channels' restart rows are at different seqnos (8,9)"),
         "{}",
         differ
     );
     assert!(differ.contains("`shardrepctl reset --confirm sjc`"));
-    let none = handback_position(&[row(0, None, ""), row(1, None, "")], "sjc")
+    // After a failure at seqno 10: the seqnos below it make the rows even.
+    let before = handback_position(
+        &[row(0, Some(8), at), row(1, Some(9), at)],
+        "sjc",
+        Some(10),
+        true,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        before.contains(
+            "To hand the replica back before the failed seqno 10: `shardrepctl online \
+             --until-seqno 9` applies the seqnos before it"
+        ),
+        "{before}"
+    );
+    // A seqno above the failed one committed: no exact handback before it.
+    let above = handback_position(
+        &[row(0, Some(8), at), row(1, Some(9), at)],
+        "sjc",
+        Some(7),
+        true,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        above.contains("Seqno 9 above the failed seqno 7 is already committed"),
+        "{above}"
+    );
+    assert!(!above.contains("--until-seqno"), "{above}");
+    // Rows that record what is committed (a low-water mark): apart, with
+    // nothing committed above the mark (a row beyond it is a stop mark),
+    // handed back at the mark's row; not under the master's GTIDs, whose
+    // rows may lag the replica's binlog.
+    let marked = |channel, seqno, low| RestartRow {
+        low_water: restart::LowWater::At(Seqno(low)),
+        ..row(
+            channel,
+            Some(seqno),
+            if seqno == low {
+                at
+            } else {
+                "mariadb-bin.000002:900"
+            },
+        )
+    };
+    let rows = [marked(0, 8, 7), marked(1, 7, 7)];
+    let (seqno, position, _) = handback_position(&rows, "sjc", Some(8), true).unwrap();
+    assert_eq!((seqno, position.to_string().as_str()), (Some(Seqno(7)), at));
+    let lagging = handback_position(&rows, "sjc", Some(8), false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        lagging.contains("`shardrepctl online --until-seqno 7`"),
+        "{lagging}"
+    );
+    // A commit above the mark: refused.
+    let mut above_mark = rows.clone();
+    above_mark[0].committed_above = [Seqno(8)].into_iter().collect();
+    let refused = handback_position(&above_mark, "sjc", Some(9), true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("`shardrepctl online --until-seqno 8`"),
+        "{refused}"
+    );
+    let none = handback_position(&[row(0, None, ""), row(1, None, "")], "sjc", None, true)
         .unwrap_err()
         .to_string();
     assert!(none.contains("no takeover position"), "{}", none);
-    let empty = handback_position(&[], "sjc").unwrap_err().to_string();
+    let empty = handback_position(&[], "sjc", None, true)
+        .unwrap_err()
+        .to_string();
     assert!(empty.contains("no restart position"));
 }
 
@@ -303,6 +381,16 @@ fn a_transient_error_never_advises_a_skip() {
     }
     let t = text(&apply_error(1062, "Duplicate entry"), &rows);
     assert!(t.contains("`shardrepctl online --skip-seqno 7`"), "{t}");
+    // Nothing committed at or above seqno 7: a handback before it.
+    assert!(
+        t.contains("`shardrepctl online --until-seqno 6` (the seqnos before it"),
+        "{t}"
+    );
+    let t = text(
+        &apply_error(1062, "Duplicate entry"),
+        &[row(0, Some(7), at)],
+    );
+    assert!(!t.contains("--until-seqno"), "{t}");
     // A duplicate key or a missing row is never a lost COMMIT reply: the
     // restart row was read again before the block ran a second time.
     for code in [1062, 1032] {

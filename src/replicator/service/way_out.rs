@@ -10,7 +10,7 @@
 //! message already ends with what to do (a lost queue, native replication
 //! running, a restart row to restore, ...).
 
-use super::handback_position;
+use super::{handback_at_base, handback_position};
 use crate::applier::restart::{RestartError, RestartRow};
 use crate::config::Config;
 use crate::mysql::error_codes::{
@@ -76,7 +76,7 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
              of the queue is purged as the channels apply)",
             config.queue.dir.display()
         )),
-        RunError::Extract { .. } => Some(match handback_position(rows, name) {
+        RunError::Extract { .. } => Some(match handback_position(rows, name, None, false) {
             Ok((seqno, position, _)) => format!(
                 "the source cannot continue here. `shardrepctl handback` hands the replica \
                  back to native replication at the applied position ({}binlog position \
@@ -121,7 +121,8 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
                  that was not consistent). Compare the row the error names with the master's \
                  and correct the replica, then {online} retries; `shardrepctl online \
                  --skip-seqno {seqno}` if the replica already holds this transaction's changes \
-                 (recorded, never applied later); or {reset}",
+                 (recorded, never applied later){}; or {reset}",
+                handback_before(e.seqno_number(), rows, config),
                 seqno = e.seqno_number()
             ))
         }
@@ -142,9 +143,10 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
         }
         RunError::Apply(SchedulerError::Apply(e)) => Some(format!(
             "fix the replica, then {online} retries; `shardrepctl online --skip-seqno {}` if \
-             that transaction must never be applied (recorded, never applied later); or \
+             that transaction must never be applied (recorded, never applied later){}; or \
              {reset}",
-            e.seqno_number()
+            e.seqno_number(),
+            handback_before(e.seqno_number(), rows, config)
         )),
         RunError::Apply(SchedulerError::Rejected {
             seqno, shard, rule, ..
@@ -192,6 +194,44 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
         },
         RunError::NativeReplication(_) => None,
     }
+}
+
+/// The way back to native replication before failed seqno `failed`, when
+/// the restart rows `rows` record nothing committed at or above it (always
+/// so under `binlog_gtids = "master"`, whose commits are in seqno order):
+/// `; or, …`; else empty.
+fn handback_before(failed: u64, rows: &[RestartRow], config: &Config) -> String {
+    if failed == 0 {
+        return String::new();
+    }
+    // Under the master's GTIDs (or "auto", which may be them) the rows may
+    // lag the replica's binlog: only a run up to the seqno makes them even.
+    let rows_exact = matches!(
+        config.replica.binlog_gtids,
+        crate::config::BinlogGtids::Own | crate::config::BinlogGtids::Off
+    );
+    if rows_exact && handback_at_base(rows).is_some_and(|(base, _)| base.get() < failed) {
+        return "; or `shardrepctl handback`, then START SLAVE, hands the replica back to \
+                native replication before it (nothing after the restart rows' position is committed): native \
+                replication then meets this error itself"
+            .to_string();
+    }
+    let Ok(recovery) = crate::applier::restart::recover(rows) else {
+        return String::new();
+    };
+    let Ok((base, committed)) = recovery.require_exact() else {
+        return String::new();
+    };
+    let highest = committed.last().or(base).map(|s| s.get());
+    if highest.is_some_and(|h| h >= failed) {
+        return String::new();
+    }
+    format!(
+        "; or, to hand the replica back to native replication before it, `shardrepctl online \
+         --until-seqno {}` (the seqnos before it, then a clean stop), then `shardrepctl \
+         handback` and START SLAVE: native replication then meets this error itself",
+        failed - 1
+    )
 }
 
 /// Login refused, or a privilege missing.
