@@ -271,12 +271,16 @@ async fn one_transaction_layout(binlog_gtids: &'static str) {
             parts.next().unwrap(),
             parts.next().unwrap(),
         );
+        // The domain and server id first, the sequence number apart (one
+        // SET checks gtid_seq_no against the old domain under strict mode).
+        assert_eq!(
+            log[begin - 2],
+            format!("SET SESSION sql_log_bin = 1, server_id = {server}, gtid_domain_id = {domain}"),
+            "{log:?}"
+        );
         assert_eq!(
             log[begin - 1],
-            format!(
-                "SET SESSION sql_log_bin = 1, server_id = {server}, gtid_domain_id = {domain}, \
-                 gtid_seq_no = {seq}"
-            ),
+            format!("SET SESSION gtid_seq_no = {seq}"),
             "{log:?}"
         );
         let replica_gtid: String = replica

@@ -220,12 +220,27 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
         &format!("CREATE DATABASE {}", quote_ident(&scratch)),
     )
     .await;
+    // A second schema written beside the workload: a MyISAM table (the
+    // server binlogs its change as the statement ends) and a table written
+    // in GTID domain 5 (the session's domain changes with its GTID).
+    let extra = unique_schema("gtidextra");
+    let qe = quote_ident(&extra);
+    sb.exec(
+        Server::Master,
+        &format!(
+            "CREATE DATABASE {qe}; \
+             CREATE TABLE {qe}.myi (id INT PRIMARY KEY, n INT) ENGINE = MyISAM; \
+             INSERT INTO {qe}.myi VALUES (1, 0); \
+             CREATE TABLE {qe}.d5 (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"
+        ),
+    )
+    .await;
     assert_native_ok(sb).await;
     wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
     assert_chained_running(sb, "before the takeover").await;
 
     let schema = unique_schema("gtidtopo");
-    let mut spec = ServiceSpec::new("gtidtopo", std::slice::from_ref(&schema), "takeover");
+    let mut spec = ServiceSpec::new("gtidtopo", &[schema.clone(), extra.clone()], "takeover");
     spec.channels = 8;
     spec.parallelism = "row";
     spec.sync_interval = 100;
@@ -241,6 +256,28 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
         let workload = Workload::new(&schema, 6, 2_000, 0x6e1d_0035);
         tokio::spawn(async move { workload.run(sandbox()).await })
     };
+    let extra_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let extra_load = {
+        let done = extra_done.clone();
+        let qe = qe.clone();
+        tokio::spawn(async move {
+            let mut master = sandbox().connect(Server::Master).await;
+            let mut rounds = 0u32;
+            while !done.load(std::sync::atomic::Ordering::Acquire) || rounds < 20 {
+                rounds += 1;
+                master
+                    .query_drop(format!(
+                        "UPDATE {qe}.myi SET n = n + 1 WHERE id = 1; \
+                         SET SESSION gtid_domain_id = 5; \
+                         INSERT INTO {qe}.d5 (v) VALUES ({rounds}); \
+                         SET SESSION gtid_domain_id = 0"
+                    ))
+                    .await
+                    .expect("the extra load");
+            }
+            rounds
+        })
+    };
     let mut first = Some(process);
     for round in 0..6 {
         let mut process = first.take().unwrap_or_else(|| spec.spawn(sb, false));
@@ -255,6 +292,9 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
     }
     let done = load.await.expect("the workload");
     assert!(done.transactions > 0, "{done:?}");
+    extra_done.store(true, std::sync::atomic::Ordering::Release);
+    let extra_rounds = extra_load.await.expect("the extra load");
+    assert!(extra_rounds >= 20, "{extra_rounds}");
 
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
@@ -264,15 +304,18 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
         assert!(!log.contains(code), "a run logged {code}:\n{log}");
     }
     assert_schema_equal(sb, TARGET, &schema).await;
+    assert_schema_equal(sb, TARGET, &extra).await;
     // Replica 3 has applied everything replica 2 binlogged: the master's
     // GTIDs, so it can wait for the master's position.
     wait_replica_caught_up(sb, CHAINED, Duration::from_secs(120)).await;
     assert_chained_running(sb, "after the catch-up").await;
     assert_schema_equal(sb, CHAINED, &schema).await;
+    assert_schema_equal(sb, CHAINED, &extra).await;
     // Replica 1, natively replicating the same master workload, is equal
     // too.
     wait_replica_caught_up(sb, Server::Replica(1), Duration::from_secs(120)).await;
     assert_schema_equal(sb, Server::Replica(1), &schema).await;
+    assert_schema_equal(sb, Server::Replica(1), &extra).await;
 
     // A clean offline: replica 2's binlog is at the master's position.
     ctl_ok(&spec, &["offline"]);
@@ -291,6 +334,7 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
     let master_pos = by_domain(gtid_binlog_pos(sb, Server::Master).await);
     let target_pos = by_domain(gtid_binlog_pos(sb, TARGET).await);
     assert!(target_pos.contains_key("0"), "{target_pos:?}");
+    assert!(target_pos.contains_key("5"), "{target_pos:?}");
     for (domain, gtid) in &target_pos {
         assert_eq!(
             Some(gtid),
@@ -368,7 +412,7 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
             .unwrap();
     }
     drop(chained);
-    drop_everywhere(sb, &[schema, scratch]).await;
+    drop_everywhere(sb, &[schema, scratch, extra]).await;
 }
 
 /// A crash between a COMMIT and the restart row written after it (under

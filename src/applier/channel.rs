@@ -929,6 +929,19 @@ impl Channel {
                 self.wait_turn(txn, *epoch, false).await?;
             }
             self.mark_started(txn, *epoch).await?;
+        } else if self.in_order()
+            && (todo[0]
+                .0
+                .changes
+                .iter()
+                .any(|c| matches!(c, crate::event::Change::Statement(_)))
+                || self.touches_non_transactional(&todo[0].0).await)
+        {
+            // A non-transactional change is binlogged as its statement
+            // ends, not at the COMMIT: its turn comes first too (as for a
+            // statement, whose tables are not looked at here).
+            let (txn, epoch) = todo[0];
+            self.wait_turn(txn, *epoch, false).await?;
         }
         if !self.in_order() {
             let (first, epoch) = todo[0];

@@ -34,6 +34,10 @@ pub struct RunBinlog {
     pub in_order: bool,
     /// The channels' sessions binlog at all.
     pub sql_log_bin: bool,
+    /// The replica writes a binlog (`@@log_bin`): commits of an earlier
+    /// run under the master's GTIDs may be recorded there only, whatever
+    /// this run's mode (a start reads it: `gtid_reconcile`).
+    pub log_bin: bool,
 }
 
 /// What the replica says of its place in the topology.
@@ -200,6 +204,7 @@ pub(super) async fn check_binlog_gtids(
         mode,
         in_order: mode == BinlogGtids::Master && topology.log_bin,
         sql_log_bin: mode.logs(),
+        log_bin: topology.log_bin,
     })
 }
 

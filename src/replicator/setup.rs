@@ -85,7 +85,13 @@ pub(super) fn prepare_catalog(
         let existed =
             first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
-        let in_binlog = if binlog.in_order {
+        // Also when this run does not apply under the master's GTIDs: the
+        // last one may have (a mode changed after a kill, or "auto" that
+        // resolves otherwise now), and its commits after the last restart
+        // row are recorded in the replica's binlog only. Under any other
+        // mode nothing there matches (the replica's own server id, or no
+        // binlogged commit above the rows).
+        let in_binlog = if binlog.log_bin {
             super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue).await?
         } else {
             crate::position::SeqnoRanges::new()

@@ -4,9 +4,11 @@
 //!
 //! - **The master's GTID**: with its `START TRANSACTION` (one query) the
 //!   session is set to the transaction's GTID and binary logging turned on
-//!   (`SET SESSION sql_log_bin = 1, server_id = S, gtid_domain_id = D,
-//!   gtid_seq_no = N`, as `mariadb-binlog` replays do; needs BINLOG REPLAY
-//!   or SUPER). The server refuses a sequence number at or below the
+//!   (`SET SESSION sql_log_bin = 1, server_id = S, gtid_domain_id = D`,
+//!   then `SET SESSION gtid_seq_no = N`, as `mariadb-binlog` replays do;
+//!   needs BINLOG REPLAY or SUPER). A transaction that changes a
+//!   non-transactional table waits for its turn before it runs: the server
+//!   binlogs such a change when its statement ends, not at the COMMIT. The server refuses a sequence number at or below the
 //!   domain's last one under `gtid_strict_mode` (1950) when it is set.
 //! - **Commit order**: transactions execute in parallel on the channels; a
 //!   COMMIT waits until every seqno before its transaction is done (the
@@ -88,9 +90,16 @@ impl Default for RowWrites {
 /// The statement that sets a session to binlog its next transaction under
 /// `gtid`. It also turns binary logging on: the restart row written after
 /// each COMMIT leaves it off ([`Channel::row_after_commit`]).
+///
+/// Two statements: MariaDB checks `gtid_seq_no` against the session's
+/// domain and server id as they were before the statement, so one SET of
+/// all three fails under `gtid_strict_mode` when the domain changes (1950
+/// naming the old domain; checked on 10.11); `mariadb-binlog` also sets
+/// them apart.
 pub fn set_gtid_statement(gtid: &Gtid) -> String {
     format!(
-        "SET SESSION sql_log_bin = 1, server_id = {}, gtid_domain_id = {}, gtid_seq_no = {}",
+        "SET SESSION sql_log_bin = 1, server_id = {}, gtid_domain_id = {};\nSET SESSION \
+         gtid_seq_no = {}",
         gtid.server_id, gtid.domain_id, gtid.seq_no
     )
 }
@@ -389,7 +398,8 @@ mod tests {
     fn the_session_is_set_to_the_masters_gtid() {
         assert_eq!(
             set_gtid_statement(&gtid(2, 11, 4711)),
-            "SET SESSION sql_log_bin = 1, server_id = 11, gtid_domain_id = 2, gtid_seq_no = 4711"
+            "SET SESSION sql_log_bin = 1, server_id = 11, gtid_domain_id = 2;\nSET SESSION \
+             gtid_seq_no = 4711"
         );
     }
 }
