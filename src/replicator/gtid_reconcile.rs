@@ -21,6 +21,27 @@ use super::RunError;
 /// goes on reading (a commit window is far smaller).
 const WALK_PAST_LAST_FOUND: u64 = 100_000;
 
+/// The GTIDs that the furthest restart row of `rows` records applied and
+/// the replica's binlog state `state` lacks (under the master's GTIDs: the
+/// binlog was reset or purged since, `RESET MASTER`, or did not record the
+/// master's GTIDs then). Commits after the rows and before such a reset
+/// cannot be found: a kill -9 before it may make a run apply some again.
+fn binlog_behind(state: &str, rows: &[RestartRow]) -> Vec<String> {
+    let Some(furthest) = rows
+        .iter()
+        .filter(|r| r.seqno.is_some())
+        .max_by_key(|r| r.seqno)
+    else {
+        return Vec::new();
+    };
+    furthest
+        .gtid
+        .iter()
+        .filter(|g| !binlog_has(state, g).unwrap_or(true))
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// The seqnos above what `rows` record committed whose GTIDs the
 /// replica's binlog holds (module doc): committed, to be handled as such
 /// by this run ([`Recovery::with_committed`]). Nothing is written: until
@@ -34,6 +55,7 @@ pub(super) async fn reconcile(
     catalog: &str,
     rows: &[RestartRow],
     queue: &TransactionQueue,
+    in_order: bool,
 ) -> Result<SeqnoRanges, RunError> {
     let recovery = restart::recover(rows)?;
     let Recovery::Exact { base, committed } = &recovery else {
@@ -45,6 +67,23 @@ pub(super) async fn reconcile(
             crate::mysql::ErrorText(&e)
         ))
     })?;
+    let missing = if in_order {
+        binlog_behind(&state, rows)
+    } else {
+        Vec::new()
+    };
+    if !missing.is_empty() {
+        tracing::warn!(
+            missing = %missing.join(","),
+            binlog_state = %state,
+            "the replica's binlog does not hold GTIDs the restart rows record applied (RESET \
+             MASTER or PURGE BINARY LOGS on the replica since, or its binlog did not record the \
+             master's GTIDs): under binlog_gtids = \"master\" the binlog records the commits \
+             after the last restart rows, so if shardrep was killed before the reset, \
+             transactions may be applied twice (a 1062 or 1032 then); after a clean offline \
+             nothing is lost. Compare with `shardrepctl check` once caught up"
+        );
+    }
     if state.is_empty() {
         return Ok(SeqnoRanges::new());
     }
@@ -107,4 +146,23 @@ pub(super) async fn reconcile(
         );
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::ChannelId;
+
+    #[test]
+    fn a_binlog_reset_after_the_rows_is_seen() {
+        let row = |channel: u16, seqno: u64, gtid: &str| RestartRow {
+            seqno: Some(Seqno(seqno)),
+            gtid: gtid.parse().unwrap(),
+            ..RestartRow::empty(ChannelId::recorded(channel))
+        };
+        let rows = [row(0, 40, "0-1-140,5-1-7"), row(1, 41, "0-1-141,5-1-7")];
+        assert!(binlog_behind("0-1-150,5-1-9,0-3-2", &rows).is_empty());
+        assert_eq!(binlog_behind("0-1-20", &rows), ["0-1-141", "5-1-7"]);
+        assert_eq!(binlog_behind("", &rows), ["0-1-141", "5-1-7"]);
+    }
 }
