@@ -185,9 +185,15 @@ pub(super) async fn check_binlog_gtids(
                      on the session, which needs the BINLOG REPLAY privilege (SUPER before \
                      MariaDB 10.5.2) for [replica] user {user:?}: run GRANT BINLOG REPLAY ON \
                      *.* TO '{user}'@'<its host>'; on the replica, or set binlog_gtids = \
-                     \"own\" or \"off\". Nothing was changed on the replica (the server said: \
-                     error {}: {})",
-                        e.code, e.message
+                     {}. Nothing was changed on the replica (the server said: error {}: {})",
+                        // "own" is refused under strict mode.
+                        if topology.strict {
+                            "\"off\" (\"own\" is refused under gtid_strict_mode = ON)"
+                        } else {
+                            "\"own\" or \"off\""
+                        },
+                        e.code,
+                        e.message
                     )
                 } else {
                     format!(
