@@ -1296,7 +1296,9 @@ pub async fn verify_point(master: &mut Conn, point: &TakeoverPoint) -> Result<()
         );
         return Ok(());
     }
-    Err(mismatch(text))
+    // As parsed (domains in order), like gtid_slave_pos beside it: the
+    // server lists domains in its own order.
+    Err(mismatch(at.to_string()))
 }
 
 // ---------------------------------------------------------------------------
