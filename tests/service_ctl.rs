@@ -13,9 +13,9 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    ctl, ctl_ok, ctl_spawn, ctl_with_stdin, flush_and_purge_binlogs, master_position,
-    native_from_now, status, stop_target_slave, wait_applied_to_master, wait_for_socket,
-    ServiceSpec, ShardrepProcess, TARGET,
+    cleanup, create_table, ctl, ctl_ok, ctl_spawn, ctl_with_stdin, flush_and_purge_binlogs,
+    master_position, native_from_now, on_master, status, stop_target_slave, wait_applied_to_master,
+    wait_for_socket, wait_state, ServiceSpec, ShardrepProcess, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
@@ -81,27 +81,6 @@ const STATUS_KEYS: &[&str] = &[
     "sourceSwitchUnderWay",
     "sourceFirstSeqno",
 ];
-
-/// Runs `sql` (statements separated by `;`, each its own transaction
-/// unless the text says otherwise) on one master connection.
-async fn on_master(sb: &Sandbox, sql: &str) {
-    let mut master = sb.connect(Server::Master).await;
-    master
-        .query_drop(sql)
-        .await
-        .unwrap_or_else(|e| panic!("on the master: {e}\n{sql}"));
-}
-
-/// Creates `schema.t (id INT PRIMARY KEY, n INT)` on the master with rows
-/// `1..=rows` (`n = 0`), one transaction per row.
-async fn create_table(sb: &Sandbox, schema: &str, rows: u32) {
-    let s = quote_ident(schema);
-    let mut sql = format!("CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, n INT);");
-    for id in 1..=rows {
-        sql.push_str(&format!(" INSERT INTO {s}.t VALUES ({id}, 0);"));
-    }
-    on_master(sb, &sql).await;
-}
 
 /// The rows of `schema.t` on `server` as `(id, n)`, by id.
 async fn rows_of(sb: &Sandbox, server: Server, schema: &str) -> Vec<(i32, i32)> {
@@ -182,22 +161,12 @@ async fn stored_shard_map(sb: &Sandbox, spec: &ServiceSpec) -> Vec<(String, Stri
         .unwrap()
 }
 
-fn wait_state(spec: &ServiceSpec, state: &str) {
-    ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
-}
-
 /// Starts the service offline (`shardrep run --offline`) and waits for
 /// its socket.
 fn start_offline(sb: &Sandbox, spec: &ServiceSpec) -> ShardrepProcess {
     let mut process = spec.spawn_with(sb, &["--offline"]);
     wait_for_socket(spec, &mut process);
     process
-}
-
-async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, schemas: &[String]) {
-    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
-    common::service::drop_everywhere(sb, schemas).await;
-    spec.remove(sb).await;
 }
 
 // `wait` run before the service has started (no socket yet) waits for

@@ -22,42 +22,12 @@ use serde_json::Value;
 use shardrep::control::{Client, Request};
 
 use common::service::{
-    ctl, ctl_ok, ctl_spawn, master_position, status, stop_target_slave, wait_applied_to_master,
-    wait_for_socket, ServiceSpec, ShardrepProcess, TARGET,
+    cleanup, create_table, ctl, ctl_ok, ctl_spawn, master_position, on_master, status,
+    stop_target_slave, wait_applied_to_master, wait_for_socket, wait_state, ServiceSpec, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Runs `sql` on one master connection.
-async fn on_master(sb: &Sandbox, sql: &str) {
-    let mut master = sb.connect(Server::Master).await;
-    master
-        .query_drop(sql)
-        .await
-        .unwrap_or_else(|e| panic!("on the master: {e}\n{sql}"));
-}
-
-/// Creates `schema.t (id INT PRIMARY KEY, n INT)` on the master with rows
-/// `1..=rows`, one transaction per row: seqnos 0 to `rows + 1`.
-async fn create_table(sb: &Sandbox, schema: &str, rows: u32) {
-    let s = quote_ident(schema);
-    let mut sql = format!("CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, n INT);");
-    for id in 1..=rows {
-        sql.push_str(&format!(" INSERT INTO {s}.t VALUES ({id}, 0);"));
-    }
-    on_master(sb, &sql).await;
-}
-
-fn wait_state(spec: &ServiceSpec, state: &str) {
-    ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
-}
-
-async fn cleanup(sb: &Sandbox, spec: &ServiceSpec, process: ShardrepProcess, schemas: &[String]) {
-    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
-    common::service::drop_everywhere(sb, schemas).await;
-    spec.remove(sb).await;
-}
 
 /// The pending error's fields of a status.
 fn pending_fields(s: &Value) -> Vec<(&'static str, Value)> {

@@ -758,3 +758,43 @@ pub async fn stop_target_slave(sb: &Sandbox) {
         .await
         .unwrap();
 }
+
+/// Runs `sql` (statements separated by `;`, each its own transaction
+/// unless the text says otherwise) on one master connection.
+pub async fn on_master(sb: &Sandbox, sql: &str) {
+    let mut master = sb.connect(Server::Master).await;
+    master
+        .query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("on the master: {e}\n{sql}"));
+}
+
+/// Creates `schema.t (id INT PRIMARY KEY, n INT)` on the master with rows
+/// `1..=rows` (`n = 0`), one transaction per row: seqnos 0 to `rows + 1`
+/// of a service that starts before it.
+pub async fn create_table(sb: &Sandbox, schema: &str, rows: u32) {
+    let s = quote_ident(schema);
+    let mut sql = format!("CREATE DATABASE {s}; CREATE TABLE {s}.t (id INT PRIMARY KEY, n INT);");
+    for id in 1..=rows {
+        sql.push_str(&format!(" INSERT INTO {s}.t VALUES ({id}, 0);"));
+    }
+    on_master(sb, &sql).await;
+}
+
+/// Waits (at most 120 s) until the service is in `state`.
+pub fn wait_state(spec: &ServiceSpec, state: &str) {
+    ctl_ok(spec, &["wait", "--state", state, "--timeout-secs", "120"]);
+}
+
+/// Stops the service with SIGTERM (it must stop cleanly), drops `schemas`
+/// everywhere and removes the service's catalog and files.
+pub async fn cleanup(
+    sb: &Sandbox,
+    spec: &ServiceSpec,
+    process: ShardrepProcess,
+    schemas: &[String],
+) {
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    drop_everywhere(sb, schemas).await;
+    spec.remove(sb).await;
+}
