@@ -13,9 +13,10 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use common::service::{
-    cleanup, create_table, ctl, ctl_ok, ctl_spawn, ctl_with_stdin, flush_and_purge_binlogs,
-    master_position, native_from_now, on_master, status, stop_target_slave, wait_applied_to_master,
-    wait_for_socket, wait_state, ServiceSpec, ShardrepProcess, TARGET,
+    cleanup, create_table, ctl, ctl_ok, ctl_spawn, ctl_with_stdin, fail_with_uneven_rows,
+    flush_and_purge_binlogs, master_position, native_from_now, on_master, status,
+    stop_target_slave, wait_applied_to_master, wait_for_socket, wait_state, ServiceSpec,
+    ShardrepProcess, TARGET,
 };
 use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
 
@@ -1418,7 +1419,6 @@ async fn a_skip_of_a_seqno_already_committed_is_not_counted() {
     let _lock = LOCK.lock().await;
     stop_target_slave(sb).await;
     let a = unique_schema("skipdone");
-    let qa = quote_ident(&a);
     let start = master_position(sb).await;
     // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-3.
     create_table(sb, &a, 3).await;
@@ -1430,30 +1430,7 @@ async fn a_skip_of_a_seqno_already_committed_is_not_counted() {
     let mut process = spec.spawn(sb, false);
     wait_for_socket(&spec, &mut process);
     ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
-    let mut holder = sb.connect(TARGET).await;
-    holder
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {qa}.t VALUES (4, 99)"
-        ))
-        .await
-        .unwrap();
-    on_master(
-        sb,
-        &format!("INSERT INTO {qa}.t VALUES (4, 0); INSERT INTO {qa}.t VALUES (5, 0)"),
-    )
-    .await;
-    common::wait_until(
-        "seqno 6 committed",
-        std::time::Duration::from_secs(60),
-        || async {
-            let rows = spec.restart_records(sb).await;
-            rows.iter().any(|(seqno, _, _)| *seqno == 6).then_some(())
-        },
-    )
-    .await
-    .unwrap();
-    holder.query_drop("COMMIT").await.unwrap();
-    drop(holder);
+    fail_with_uneven_rows(sb, &spec, &a, 4, 6).await;
     wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);
     assert_eq!(s["pendingErrorSeqno"], 5, "{s}");

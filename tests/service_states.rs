@@ -17,15 +17,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use mysql_async::prelude::Queryable;
 use serde_json::Value;
 use shardrep::control::{Client, Request};
 
 use common::service::{
-    cleanup, create_table, ctl, ctl_ok, ctl_spawn, master_position, on_master, status,
-    stop_target_slave, wait_applied_to_master, wait_for_socket, wait_state, ServiceSpec, TARGET,
+    cleanup, create_table, ctl, ctl_ok, ctl_spawn, fail_with_uneven_rows, master_position,
+    on_master, status, stop_target_slave, wait_applied_to_master, wait_for_socket, wait_state,
+    ServiceSpec, TARGET,
 };
-use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Sandbox, Server};
+use common::{assert_table_equal, quote_ident, sandbox, unique_schema, Server};
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -43,51 +43,6 @@ fn pending_fields(s: &Value) -> Vec<(&'static str, Value)> {
     .into_iter()
     .map(|k| (k, s[k].clone()))
     .collect()
-}
-
-/// A replica session holds row `id` of `schema.t` (an uncommitted insert
-/// of `(id, 99)`); the master then inserts `id` and `id + 1`, the second
-/// of which commits on another channel; then the session commits and the
-/// master's insert of `id` fails with 1062. Returns once seqno `second`
-/// (the insert of `id + 1`) is in a restart row, and the session has
-/// committed.
-async fn fail_with_uneven_rows(
-    sb: &Sandbox,
-    spec: &ServiceSpec,
-    schema: &str,
-    id: i32,
-    second: i64,
-) {
-    let q = quote_ident(schema);
-    let mut holder = sb.connect(TARGET).await;
-    holder
-        .query_drop(format!(
-            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {q}.t VALUES ({id}, 99)"
-        ))
-        .await
-        .unwrap();
-    on_master(
-        sb,
-        &format!(
-            "INSERT INTO {q}.t VALUES ({id}, 0); INSERT INTO {q}.t VALUES ({}, 0)",
-            id + 1
-        ),
-    )
-    .await;
-    common::wait_until(
-        &format!("seqno {second} committed"),
-        Duration::from_secs(60),
-        || async {
-            let rows = spec.restart_records(sb).await;
-            rows.iter()
-                .any(|(seqno, _, _)| *seqno == second)
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap();
-    holder.query_drop("COMMIT").await.unwrap();
-    drop(holder);
 }
 
 // Item 4 (issue item 6): `shardrepctl offline --timeout-secs 60` while

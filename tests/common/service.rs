@@ -798,3 +798,48 @@ pub async fn cleanup(
     drop_everywhere(sb, schemas).await;
     spec.remove(sb).await;
 }
+
+/// A replica session holds row `id` of `schema.t` (an uncommitted insert
+/// of `(id, 99)`); the master then inserts `id` and `id + 1`, the second
+/// of which commits on another channel; then the session commits and the
+/// master's insert of `id` fails with 1062. Returns once seqno `second`
+/// (the insert of `id + 1`) is in a restart row, and the session has
+/// committed.
+pub async fn fail_with_uneven_rows(
+    sb: &Sandbox,
+    spec: &ServiceSpec,
+    schema: &str,
+    id: i32,
+    second: i64,
+) {
+    let q = quote_ident(schema);
+    let mut holder = sb.connect(TARGET).await;
+    holder
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; START TRANSACTION; INSERT INTO {q}.t VALUES ({id}, 99)"
+        ))
+        .await
+        .unwrap();
+    on_master(
+        sb,
+        &format!(
+            "INSERT INTO {q}.t VALUES ({id}, 0); INSERT INTO {q}.t VALUES ({}, 0)",
+            id + 1
+        ),
+    )
+    .await;
+    super::wait_until(
+        &format!("seqno {second} committed"),
+        std::time::Duration::from_secs(60),
+        || async {
+            let rows = spec.restart_records(sb).await;
+            rows.iter()
+                .any(|(seqno, _, _)| *seqno == second)
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    holder.query_drop("COMMIT").await.unwrap();
+    drop(holder);
+}
