@@ -482,6 +482,10 @@ pub struct ReplicaConfig {
     /// `"off"` when `sql_log_bin = false`, else the default `"auto"`.
     /// `sql_log_bin` above is false exactly when this is `"off"`.
     pub binlog_gtids: BinlogGtids,
+    /// Whether [`ReplicaConfig::binlog_gtids`] comes from the older
+    /// `sql_log_bin` key (`binlog_gtids` absent), so that a refusal names
+    /// the key the DBA wrote.
+    pub binlog_gtids_from_sql_log_bin: bool,
     /// `preserve_origin`: on each channel's connection, set the session's
     /// `server_id` and `gtid_domain_id` to the source transaction's before
     /// applying it, so the replica binlogs the applied changes with their

@@ -468,3 +468,75 @@ async fn a_commit_whose_restart_row_was_lost_is_found_in_the_replicas_binlog() {
     spec.remove(sb).await;
     drop_everywhere(sb, &[schema]).await;
 }
+
+/// An errant GTID on replica 2 (a write made there in the master's domain,
+/// sequence number ahead of the master's) under `gtid_strict_mode = ON`:
+/// the master's next transaction cannot be binlogged after it (error
+/// 1950), as native replication would meet it. The service stops with the
+/// error and a way out that works: strict mode off, `online`, the master's
+/// transactions applied, the table equal to the master's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_errant_gtid_under_strict_mode_stops_with_a_way_out_that_works() {
+    let _lock = LOCK.lock().await;
+    let _restore = TopologyGuard;
+    let sb = sandbox();
+    common::service::stop_target_slave(sb).await;
+    let schema = unique_schema("gtiderrant");
+    let q = quote_ident(&schema);
+    let start = common::service::master_position(sb).await;
+    // Seqnos 0-4: CREATE DATABASE, CREATE TABLE, ids 1-2, a side table.
+    common::service::create_table(sb, &schema, 2).await;
+    common::service::on_master(sb, &format!("CREATE TABLE {q}.side (id INT PRIMARY KEY)")).await;
+    let mut spec = ServiceSpec::new("gtiderrant", std::slice::from_ref(&schema), &start);
+    spec.channels = 2;
+    spec.binlog_gtids = Some("master");
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "4", "--timeout-secs", "120"]);
+    // The errant write: replica 2's own server id, the master's domain,
+    // a sequence number far ahead of the master's.
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop("SET GLOBAL gtid_strict_mode = ON")
+        .await
+        .unwrap();
+    let (domain, seq): (u32, u64) = replica
+        .query_first("SELECT @@gtid_domain_id, 1000000")
+        .await
+        .unwrap()
+        .unwrap();
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 1, gtid_domain_id = {domain}; \
+             SET SESSION gtid_seq_no = {seq}; INSERT INTO {q}.side VALUES (1)"
+        ))
+        .await
+        .unwrap();
+    drop(replica);
+    common::service::on_master(sb, &format!("INSERT INTO {q}.t VALUES (3, 0)")).await;
+    common::service::wait_state(&spec, "OFFLINE:ERROR");
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1950, "{s}");
+    assert_eq!(s["pendingErrorSeqno"], 5, "{s}");
+    let message = s["pendingError"].as_str().unwrap();
+    assert!(
+        message.contains("native replication would stop here too")
+            && message.contains(
+                "`SET GLOBAL gtid_strict_mode = 0` on the replica, then `shardrepctl online`"
+            ),
+        "{message}"
+    );
+    // The way out, as printed.
+    sb.exec(TARGET, "SET GLOBAL gtid_strict_mode = 0").await;
+    ctl_ok(&spec, &["online"]);
+    common::service::on_master(sb, &format!("INSERT INTO {q}.t VALUES (4, 0)")).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["state"], "ONLINE");
+    common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t").await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+    // The errant GTID out of replica 2's binlog state for the next tests.
+    sb.exec(TARGET, "RESET MASTER").await;
+}

@@ -421,6 +421,7 @@ impl<'a> Builder<'a> {
 
     /// `[replica]`.
     fn replica(&mut self, raw: RawReplica) -> ReplicaConfig {
+        let from_sql_log_bin = raw.binlog_gtids.is_none() && raw.sql_log_bin.is_some();
         let binlog_gtids = self.binlog_gtids(raw.binlog_gtids, raw.sql_log_bin);
         let socket = raw.socket.map(PathBuf::from);
         if let Some(path) = &socket {
@@ -450,6 +451,7 @@ impl<'a> Builder<'a> {
             catalog_schema: raw.catalog_schema,
             sql_log_bin: binlog_gtids.logs(),
             binlog_gtids,
+            binlog_gtids_from_sql_log_bin: from_sql_log_bin,
             preserve_origin: raw
                 .preserve_origin
                 .unwrap_or(defaults::REPLICA_PRESERVE_ORIGIN),

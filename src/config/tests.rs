@@ -105,6 +105,7 @@ fn minimal_config_and_its_defaults() {
             catalog_schema: None,
             sql_log_bin: true,
             binlog_gtids: crate::config::BinlogGtids::Auto,
+            binlog_gtids_from_sql_log_bin: false,
             preserve_origin: false,
             connect_timeout_ms: 10_000,
             allow_native_replication: false,
@@ -970,6 +971,22 @@ fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
         mode("sql_log_bin = true\nbinlog_gtids = \"master\"").unwrap(),
         (BinlogGtids::Master, true)
     );
+    // A refusal names the key written (gtid_topology::check_binlog_gtids).
+    let from = |extra: &str| {
+        Config::from_toml_str(
+            &edit(
+                "password = \"replica-pass-2\"\n",
+                &format!("password = \"replica-pass-2\"\n{extra}\n"),
+            ),
+            "cfg.toml",
+        )
+        .unwrap()
+        .replica
+        .binlog_gtids_from_sql_log_bin
+    };
+    assert!(from("sql_log_bin = true"));
+    assert!(!from("sql_log_bin = true\nbinlog_gtids = \"own\""));
+    assert!(!from(""));
     let refused = problems(Config::from_toml_str(
         &edit(
             "password = \"replica-pass-2\"\n",

@@ -624,12 +624,16 @@ pub struct Status {
     /// `applyMethod`: `[apply] method` of the configuration, `binlog` or
     /// `sql`.
     pub apply_method: String,
-    /// `binlogGtids`: `[replica] binlog_gtids` of the configuration:
-    /// `auto` (as native replication: `master` with `log_slave_updates`,
-    /// else `off`; the start's log line says which), `master` (the replica
-    /// binlogs each master transaction under the master's GTID, in the
-    /// master's order), `own` or `off`.
+    /// `binlogGtids`: how the running (or last) run binlogs what it
+    /// applies, `[replica] binlog_gtids` resolved against the replica:
+    /// `master` (the replica binlogs each master transaction under the
+    /// master's GTID, in the master's order), `own` or `off`; `auto` until
+    /// a run has read the replica's settings.
     pub binlog_gtids: String,
+    /// `binlogGtidsConfigured`: `[replica] binlog_gtids` as configured:
+    /// `auto` (as native replication: `master` with `log_slave_updates`,
+    /// else `off`), `master`, `own` or `off`.
+    pub binlog_gtids_configured: String,
     /// `dependencyWaitCount`: transactions the row scheduler held back
     /// because the work they depend on was in flight on two or more
     /// channels (a DDL: on another channel than its own), since the
@@ -779,6 +783,7 @@ impl Status {
             parallelism: "shard".to_string(),
             apply_method: "binlog".to_string(),
             binlog_gtids: "master".to_string(),
+            binlog_gtids_configured: "auto".to_string(),
             dependency_wait_count: 0,
             window_wait_count: 0,
             fallback_counts: None,

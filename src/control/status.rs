@@ -35,6 +35,7 @@ pub fn status(s: StatusSnapshot) -> Status {
     status.parallelism = s.parallelism.as_str().to_string();
     status.apply_method = s.apply_method.as_str().to_string();
     status.binlog_gtids = s.binlog_gtids.as_str().to_string();
+    status.binlog_gtids_configured = s.binlog_gtids_configured.as_str().to_string();
     status.dependency_wait_count = s.row.dependency_waits;
     status.window_wait_count = s.window_wait_count;
     status.fallback_counts = fallback_counts(&s.row);
@@ -186,6 +187,7 @@ mod tests {
             parallelism: Parallelism::Row,
             apply_method: crate::config::ApplyMethod::Sql,
             binlog_gtids: crate::config::BinlogGtids::Own,
+            binlog_gtids_configured: crate::config::BinlogGtids::Auto,
             row: RowStatus {
                 dependency_waits: 5,
                 // no_unique_key, statement, ..., foreign_key (ALL order).
@@ -240,6 +242,7 @@ mod tests {
         expected.parallelism = "row".into();
         expected.apply_method = "sql".into();
         expected.binlog_gtids = "own".into();
+        expected.binlog_gtids_configured = "auto".into();
         expected.dependency_wait_count = 5;
         expected.window_wait_count = 6;
         expected.fallback_counts = Some("no_unique_key=4,statement=2,foreign_key=7".into());

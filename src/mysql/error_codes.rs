@@ -59,6 +59,10 @@ pub const ER_KEY_NOT_FOUND: u16 = 1032;
 /// `ER_SLAVE_CONVERSION_FAILED`: the row applier will not convert a
 /// column of the master's type to the replica's (`slave_type_conversions`).
 pub const ER_SLAVE_CONVERSION_FAILED: u16 = 1677;
+/// `ER_GTID_STRICT_OUT_OF_ORDER` (MariaDB): binlogging the GTID would
+/// create an out-of-order sequence number in its domain, and
+/// `gtid_strict_mode` is on.
+pub const ER_GTID_STRICT_OUT_OF_ORDER: u16 = 1950;
 
 // ---- DDL that already ran ("exists" / "does not exist")
 

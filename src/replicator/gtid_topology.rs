@@ -162,8 +162,19 @@ pub(super) async fn check_binlog_gtids(
         "the replica's GTID topology"
     );
     if let Some(why) = refusal(mode, &topology) {
+        // Name the key the DBA wrote when the mode comes from it.
+        let written = if config.replica.binlog_gtids_from_sql_log_bin {
+            format!(
+                "[replica] sql_log_bin = {} (written without binlog_gtids) means binlog_gtids \
+                 = {:?}: remove sql_log_bin when you set binlog_gtids. ",
+                config.replica.sql_log_bin,
+                config.replica.binlog_gtids.as_str()
+            )
+        } else {
+            String::new()
+        };
         return Err(RunError::setup(format!(
-            "{why}. Nothing was changed on the replica {}:{}",
+            "{written}{why}. Nothing was changed on the replica {}:{}",
             config.replica.host, config.replica.port
         )));
     }

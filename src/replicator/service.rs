@@ -1196,6 +1196,7 @@ impl Service {
             parallelism: self.config.apply.parallelism,
             apply_method: self.config.apply.method,
             binlog_gtids: inner.binlog_gtids,
+            binlog_gtids_configured: self.config.replica.binlog_gtids,
             row: inner.row_totals.clone(),
             minimum_stored_seqno: inner.last_stored.0,
             maximum_stored_seqno: inner.last_stored.1,

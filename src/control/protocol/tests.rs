@@ -233,6 +233,7 @@ fn status_has_every_key() {
             "applyRateBytesPerSecond",
             "applyRateTransactionsPerSecond",
             "binlogGtids",
+            "binlogGtidsConfigured",
             "blocksCommittedCount",
             "bytesBehind",
             "catchUpEtaSeconds",

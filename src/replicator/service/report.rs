@@ -55,8 +55,11 @@ pub struct StatusSnapshot {
     pub parallelism: Parallelism,
     /// `[apply] method` of the configuration.
     pub apply_method: crate::config::ApplyMethod,
-    /// `[replica] binlog_gtids`.
+    /// `[replica] binlog_gtids` as the last run resolved it (`"auto"`
+    /// until one has read the replica's settings).
     pub binlog_gtids: crate::config::BinlogGtids,
+    /// `[replica] binlog_gtids` as configured (`"auto"` stays `"auto"`).
+    pub binlog_gtids_configured: crate::config::BinlogGtids,
     /// Row parallelism since the service started: transactions that
     /// waited for their dependencies, and per reason those whose writeset
     /// fell back to a coarser key; of the running run, what is in flight.

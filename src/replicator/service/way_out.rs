@@ -15,8 +15,9 @@ use crate::applier::restart::{RestartError, RestartRow};
 use crate::config::Config;
 use crate::mysql::error_codes::{
     CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, ER_ACCESS_DENIED_ERROR,
-    ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_DUP_ENTRY, ER_KEY_NOT_FOUND,
-    ER_SLAVE_CONVERSION_FAILED, ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+    ER_ACCESS_DENIED_NO_PASSWORD_ERROR, ER_DBACCESS_DENIED_ERROR, ER_DUP_ENTRY,
+    ER_GTID_STRICT_OUT_OF_ORDER, ER_KEY_NOT_FOUND, ER_SLAVE_CONVERSION_FAILED,
+    ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
 };
 use crate::queue::QueueError;
 use crate::replicator::RunError;
@@ -139,6 +140,20 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
                  conversion on the replica (`SET GLOBAL slave_type_conversions = \
                  'ALL_NON_LOSSY'`, or 'ALL_LOSSY' if values may be cut), then {online} retries; \
                  or {reset}"
+            ))
+        }
+        RunError::Apply(SchedulerError::Apply(e)) if e.code == ER_GTID_STRICT_OUT_OF_ORDER => {
+            Some(format!(
+                "the replica's binlog already holds a later GTID in this transaction's domain \
+                 (the message names it: a write made on the replica in that domain, or another \
+                 source's), and gtid_strict_mode = ON refuses to binlog the master's GTID after \
+                 it; native replication would stop here too. Find that GTID's transactions in \
+                 the replica's binlog (mariadb-binlog). If they are errant, the usual cure of a \
+                 GTID topology applies: rebuild the replica, or remove them from the binlog \
+                 state (a RESET MASTER and SET GLOBAL gtid_binlog_state, with replicas of this \
+                 replica re-pointed). If they must stay, let the master's GTID follow them: \
+                 `SET GLOBAL gtid_strict_mode = 0` on the replica, then {online} (set it back \
+                 once the master's sequence numbers in the domain pass that GTID's); or {reset}"
             ))
         }
         RunError::Apply(SchedulerError::Apply(e)) => Some(format!(
