@@ -353,3 +353,53 @@ async fn hand_back_before_a_failure(mode: &'static str) {
     common::service::drop_everywhere(sb, &[a]).await;
     spec.remove(sb).await;
 }
+
+/// A service that never took the replica over leaves no trace there with
+/// read-only commands (`shard list`, a refused `check`), and `handback`
+/// says there is nothing to hand back (not the replica's 1146).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_commands_leave_no_trace_and_handback_has_nothing_to_do() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    let a = unique_schema("notrace");
+    let start = master_position(sb).await;
+    let spec = ServiceSpec::new("notrace", std::slice::from_ref(&a), &start);
+    let _guard = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn_with(sb, &["--offline"]);
+    wait_for_socket(&spec, &mut process);
+    let catalog_exists = || async {
+        let mut replica = sb.connect(TARGET).await;
+        use mysql_async::prelude::Queryable;
+        replica
+            .exec_first::<u64, _, _>(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+                (spec.catalog(),),
+            )
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(catalog_exists().await, 0, "before any command");
+    ctl_ok(&spec, &["shard", "list"]);
+    let (code, out, err) = ctl(&spec, &["check"]);
+    assert_ne!(code, 0, "check refused offline:\n{out}\n{err}");
+    assert!(err.contains("needs the service ONLINE"), "{out}\n{err}");
+    let (code, out, err) = ctl(&spec, &["handback"]);
+    assert_ne!(code, 0, "handback refused:\n{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "nothing to hand back: the replica holds no restart rows of this service (table \
+             {}.restart_position does not exist)",
+            spec.catalog()
+        )),
+        "{out}\n{err}"
+    );
+    assert_eq!(
+        catalog_exists().await,
+        0,
+        "after shard list, check, handback"
+    );
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+}

@@ -288,15 +288,6 @@ impl Service {
                 "a consistency check compares with the master: it needs a live source".into(),
             )
         })?;
-        let shards: Vec<String> = if request.tables.is_empty() && request.schemas.is_empty() {
-            self.shard_map()?
-                .iter()
-                .map(|e| e.shard_id.clone())
-                .filter(|s| s != crate::event::UNKNOWN_SHARD)
-                .collect()
-        } else {
-            Vec::new()
-        };
         let inner = self.lock();
         let state = inner.machine.state();
         let hold = match &inner.run {
@@ -309,6 +300,15 @@ impl Service {
             }
         };
         drop(inner);
+        let shards: Vec<String> = if request.tables.is_empty() && request.schemas.is_empty() {
+            self.shard_map()?
+                .iter()
+                .map(|e| e.shard_id.clone())
+                .filter(|s| s != crate::event::UNKNOWN_SHARD)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut slot = self.check.lock().expect("check slot");
         if slot
             .as_ref()
@@ -1019,7 +1019,29 @@ impl Service {
     /// [`ServiceError::Failed`] when the replica or the map file cannot be
     /// read.
     pub fn shard_map(&self) -> Result<ShardMap, ServiceError> {
-        self.stored_map(|_| Ok(0), false).map(|(_, map)| map)
+        if !self.live_map.lock().expect("live map").created.is_empty() {
+            // Auto-created shards to store first.
+            return self.stored_map(|_| Ok(0), false).map(|(_, map)| map);
+        }
+        // Read only: nothing is created on a replica the service has not
+        // taken over.
+        self.needs_replica("the shard map")?;
+        let catalog = self.config.catalog_schema();
+        let initial = match &self.config.shard_filter.map_file {
+            Some(path) => Some(ShardMap::load(path).map_err(|e| failed(e.to_string()))?),
+            None => None,
+        };
+        block_on(async {
+            let mut conn = mysql_async::Conn::new(super::replica_opts(&self.config))
+                .await
+                .map_err(|e| self.replica_conn_error(e))?;
+            let map = store::read_or_initial(&mut conn, &catalog, initial.as_ref())
+                .await
+                .map_err(|e| failed(e.to_string()));
+            let _ = conn.disconnect().await;
+            map
+        })
+        .and_then(|r| r)
     }
 
     /// Runs `f` on the queue: the running pipeline's, or the queue opened
@@ -1867,6 +1889,22 @@ pub(super) async fn restart_rows_at_rest(
     catalog: &str,
     then: &str,
 ) -> Result<Vec<RestartRow>, ServiceError> {
+    use mysql_async::prelude::Queryable;
+    let exists: Option<u64> = conn
+        .exec_first(
+            crate::catalog::TABLE_EXISTS,
+            (catalog, crate::catalog::RESTART_TABLE),
+        )
+        .await
+        .map_err(|e| failed(format!("{then}: {e}")))?;
+    if exists != Some(1) {
+        return Err(ServiceError::illegal_state(format!(
+            "nothing to {then}: the replica holds no restart rows of this service (table \
+             {catalog}.{} does not exist): the service never took this replica over, or a \
+             reset removed them. Nothing was changed",
+            crate::catalog::RESTART_TABLE
+        )));
+    }
     let rows = restart::read(conn, catalog)
         .await
         .map_err(|e| failed(e.to_string()))?;

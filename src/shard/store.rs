@@ -76,6 +76,32 @@ pub async fn load_or_init(
     }
 }
 
+/// The map as [`load_or_init`] would return it, without writing anything:
+/// the stored map when the table exists, else `initial` (or an empty map).
+/// For read-only commands (`shard list`, a check's shard list), which must
+/// not create the catalog on a replica the service never took over.
+///
+/// # Errors
+/// [`ShardStoreError`].
+pub async fn read_or_initial(
+    conn: &mut Conn,
+    catalog: &str,
+    initial: Option<&ShardMap>,
+) -> Result<ShardMap, ShardStoreError> {
+    let existed: Option<i64> = conn
+        .exec_first(TABLE_EXISTS, (catalog, SHARD_MAP_TABLE))
+        .await
+        .map_err(|source| ShardStoreError::Sql {
+            catalog: catalog.to_string(),
+            cause: source,
+        })?;
+    if existed.unwrap_or(0) > 0 {
+        read(conn, catalog).await
+    } else {
+        Ok(initial.cloned().unwrap_or_default())
+    }
+}
+
 /// The stored map.
 ///
 /// # Errors
