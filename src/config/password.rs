@@ -92,7 +92,11 @@ fn from_env(section: &str, var: &str, env: EnvLookup<'_>) -> Result<Secret, Conf
     match env(var) {
         Ok(text) if text.is_empty() => Err(problem(format!("environment variable {var} is empty"))),
         Ok(text) => Ok(Secret::new(text)),
-        Err(VarError::NotPresent) => Err(problem(format!("environment variable {var} is not set"))),
+        Err(VarError::NotPresent) => Err(problem(format!(
+            "environment variable {var} is not set in shardrep's environment: export it before \
+             starting shardrep (under systemd: Environment= or EnvironmentFile= in the unit), \
+             or name another variable"
+        ))),
         Err(VarError::NotUnicode(_)) => Err(problem(format!(
             "environment variable {var} is not valid UTF-8"
         ))),

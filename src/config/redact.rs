@@ -113,7 +113,14 @@ pub(super) fn syntax_error_message(text: &str, error: &toml::de::Error) -> Strin
     };
     let Some(region) = regions.iter().find(|r| touches(r)) else {
         if regions.is_empty() || error.span().is_some() {
-            return shown;
+            return match error.span().and_then(|s| key_at(text, s.start)) {
+                Some((key, line)) => format!(
+                    "{shown}\n`{key}` (line {line}): its value is not valid TOML; numbers and \
+                     true/false are written bare (channels = 8), words and paths as quoted \
+                     strings (method = \"binlog\")"
+                ),
+                None => shown,
+            };
         }
         // No position: show nothing of the text.
         return format!("TOML parse error: {}", first_line(error.message()));
@@ -126,6 +133,38 @@ pub(super) fn syntax_error_message(text: &str, error: &toml::de::Error) -> Strin
         key = region.key,
         what = first_line(error.message()),
     )
+}
+
+/// The dotted key (`apply.channels`) of the `key = value` line holding
+/// byte `offset` of `text`, with its line number, when that line is one:
+/// the key, and the last `[section]` header above it.
+fn key_at(text: &str, offset: usize) -> Option<(String, usize)> {
+    let (line, _) = line_column(text, offset);
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(line - 1)?;
+    let (key, _) = here.split_once('=')?;
+    let key = key.trim();
+    if key.is_empty()
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    {
+        return None;
+    }
+    let section = lines[..line - 1]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .and_then(|l| l.strip_prefix('[')?.split(']').next())
+        .map(str::trim);
+    Some((
+        match section {
+            Some(s) if !s.is_empty() => format!("{s}.{key}"),
+            _ => key.to_string(),
+        },
+        line,
+    ))
 }
 
 /// The first line of toml's message (e.g. `invalid escape sequence`), which

@@ -481,7 +481,9 @@ fn password_env_resolution() {
         problems(parse_with_env(&text, &[])),
         pairs(&[(
             "replica.password_env",
-            "environment variable REPLICA_PW is not set"
+            "environment variable REPLICA_PW is not set in shardrep's environment: export it \
+             before starting shardrep (under systemd: Environment= or EnvironmentFile= in the \
+             unit), or name another variable"
         )])
     );
     assert_eq!(
@@ -1013,5 +1015,18 @@ fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
             "replica.binlog_gtids",
             "must be one of \"auto\", \"master\", \"own\", \"off\", got \"mine\""
         )])
+    );
+}
+
+#[test]
+fn a_bare_word_value_names_its_key() {
+    let text = edit("[replica]\n", "[replica]\nport = eight\n");
+    let err = Config::from_toml_str(&text, "conf/bad.toml").unwrap_err();
+    let line = text.lines().position(|l| l == "port = eight").unwrap() + 1;
+    assert!(
+        err.to_string().contains(&format!(
+            "`replica.port` (line {line}): its value is not valid TOML"
+        )),
+        "{err}"
     );
 }
