@@ -53,6 +53,23 @@ pub use secret::Secret;
 pub use start::{StartPosition, StartPositionError};
 pub use validate::{is_service_name, SERVICE_NAME_MAX_CHARS};
 
+/// Every key the configuration accepts, as dotted paths
+/// (`apply.channels`, `source.origin_services`), sections in the order of
+/// the document's description: the field names of the raw sections, the
+/// same list the unknown-key check takes (so it cannot drift from the
+/// parser). For documentation checks (`tests/docs.rs`).
+pub fn accepted_keys() -> Vec<String> {
+    keys::sections()
+        .iter()
+        .flat_map(|section| {
+            keys::section_fields(section)
+                .unwrap_or_default()
+                .iter()
+                .map(move |key| format!("{section}.{key}"))
+        })
+        .collect()
+}
+
 /// What a service does (`service.role`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {

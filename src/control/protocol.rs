@@ -732,8 +732,9 @@ pub struct Status {
     /// the same window.
     pub apply_rate_transactions_per_second: Option<f64>,
     /// `catchUpEtaSeconds`: `bytesBehind` over the rate it closes at (the
-    /// apply rate less the master's writes, same window); 0 when nothing
-    /// is behind, `null` while it does not close.
+    /// apply rate less the master's writes, exponentially weighted with a
+    /// 5 s time constant, so that it follows the recent speed); 0 when
+    /// nothing is behind, `null` while it does not close.
     pub catch_up_eta_seconds: Option<f64>,
     /// `sourceHost`: the host of the source master in use: the one
     /// `source set` stored (a master failover), else `[source] host`;

@@ -10,7 +10,8 @@
 //! `@@gtid_binlog_pos`. It samples the service's applied position every
 //! [`SAMPLE_INTERVAL`] and measures it against the master's last look;
 //! the rate is the applied bytes and seqnos over the samples of the last
-//! [`RATE_WINDOW`]. `SHOW BINARY LOGS` needs the source user's
+//! [`RATE_WINDOW`]; the ETA divides the bytes behind by the rate they
+//! close at, exponentially weighted with [`ETA_RATE_TAU`]. `SHOW BINARY LOGS` needs the source user's
 //! `BINLOG MONITOR` (MariaDB 10.5+) or `REPLICATION CLIENT` privilege;
 //! without it these fields stay empty (logged once).
 
@@ -36,6 +37,12 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(30);
 /// The shortest span of samples a rate is given from.
 pub const MIN_RATE_SPAN: Duration = Duration::from_millis(500);
 
+/// The time constant of the closing rate the ETA is computed from (an
+/// exponentially weighted rate: a sample `dt` old weighs `exp(-dt/TAU)`),
+/// so that the ETA follows the recent apply speed rather than a catch-up's
+/// slow start (caches warming, the queue filling).
+pub const ETA_RATE_TAU: Duration = Duration::from_secs(5);
+
 /// The master's end and the service's distance to it, as of `seen`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lag {
@@ -56,8 +63,10 @@ pub struct Lag {
     pub rate_bytes_per_second: Option<f64>,
     /// Applied seqnos per second over the same window.
     pub rate_transactions_per_second: Option<f64>,
-    /// `bytes_behind` at that rate, seconds: 0 when nothing is behind,
-    /// `None` while nothing was applied in the window.
+    /// `bytes_behind` at the rate it closes (the apply rate less the
+    /// master's writes, exponentially weighted over the last seconds:
+    /// [`ETA_RATE_TAU`]), seconds: 0 when nothing is behind, `None` while
+    /// it does not close.
     pub eta_seconds: Option<f64>,
     /// When the lag was measured (the master looked at up to
     /// [`LAG_INTERVAL`] before).
@@ -95,10 +104,27 @@ struct Sample {
 #[derive(Debug, Default)]
 pub(crate) struct Rates {
     samples: VecDeque<Sample>,
+    /// Bytes behind closed per second, exponentially weighted
+    /// ([`ETA_RATE_TAU`]); `None` until the samples span
+    /// [`MIN_RATE_SPAN`].
+    closing_ewma: Option<f64>,
+    /// The last sample that knew the bytes behind, and when.
+    last_behind: Option<(Instant, u64)>,
 }
 
 impl Rates {
     fn push(&mut self, sample: Sample) {
+        if let Some(behind) = sample.behind {
+            if let (Some(ewma), Some((then, before))) = (self.closing_ewma, self.last_behind) {
+                let dt = sample.at.duration_since(then).as_secs_f64();
+                if dt > 0.0 {
+                    let rate = (before as f64 - behind as f64) / dt;
+                    let alpha = 1.0 - (-dt / ETA_RATE_TAU.as_secs_f64()).exp();
+                    self.closing_ewma = Some(ewma + alpha * (rate - ewma));
+                }
+            }
+            self.last_behind = Some((sample.at, behind));
+        }
         self.samples.push_back(sample);
         while self
             .samples
@@ -133,9 +159,20 @@ impl Rates {
         (per_second(|s| s.bytes), per_second(|s| s.seqno), closing)
     }
 
+    /// The closing rate the ETA uses: the exponentially weighted one,
+    /// started from the first rate over [`MIN_RATE_SPAN`] of samples.
+    fn closing_rate(&mut self) -> Option<f64> {
+        if self.closing_ewma.is_none() {
+            self.closing_ewma = self.rates().2;
+        }
+        self.closing_ewma
+    }
+
     /// Forgets every sample (the service stopped applying).
     fn clear(&mut self) {
         self.samples.clear();
+        self.closing_ewma = None;
+        self.last_behind = None;
     }
 }
 
@@ -202,9 +239,11 @@ pub(crate) fn measure(
             behind: bytes_behind,
         });
     }
-    let (rate_bytes, rate_txns, closing) = rates.rates();
+    let (rate_bytes, rate_txns, _) = rates.rates();
+    let closing = rates.closing_rate();
     // The time left at the rate the distance closes (the apply rate less
-    // what the master writes meanwhile); none while it does not close.
+    // what the master writes meanwhile, weighted to the last seconds:
+    // [`ETA_RATE_TAU`]); none while it does not close.
     let eta = match (bytes_behind, closing) {
         (Some(0), _) => Some(0.0),
         (Some(b), Some(r)) if r > 0.0 => Some(b as f64 / r),
@@ -410,6 +449,65 @@ mod tests {
         assert_eq!(later.bytes_behind, Some(0));
         assert_eq!(later.eta_seconds, Some(0.0));
         assert_eq!(later.rate_bytes_per_second, None);
+    }
+
+    /// A replayed catch-up: 60 MB behind, the master writing 0.5 MB/s
+    /// (its end seen every 2 s), the apply at 1 MB/s for the first 8 s
+    /// (the slow start) then 4 MB/s: the ETA follows the fast part within
+    /// 20% from 10 s after the change on, where the rate over the last
+    /// 30 s (the slow start in it) was 40% or more too high.
+    #[test]
+    fn the_eta_follows_the_recent_speed_not_the_slow_start() {
+        const MB: f64 = 1_000_000.0;
+        let t0 = Instant::now();
+        let mut rates = Rates::default();
+        let applied_at = |t: f64| {
+            if t <= 8.0 {
+                t * MB
+            } else {
+                8.0 * MB + (t - 8.0) * 4.0 * MB
+            }
+        };
+        let master_at = |t: f64| 60.0 * MB + 0.5 * MB * t;
+        let end_of_catch_up = 8.0 + (60.0 + 4.0 - 8.0) / 3.5;
+        let mut checked = 0;
+        for step in 0..=((end_of_catch_up - 1.0) * 4.0) as u32 {
+            let t = f64::from(step) * 0.25;
+            // The master's end as last looked at (every 2 s).
+            let end = master_at((t / 2.0).floor() * 2.0) as u64;
+            let files = vec![("mariadb-bin.000001".to_string(), end)];
+            let applied = Applied {
+                position: Some(pos("mariadb-bin.000001", applied_at(t) as u64)),
+                seqno: Some(step.into()),
+                stored: None,
+                stored_gtid: None,
+                idle: None,
+                online: true,
+            };
+            let lag = measure(
+                &files,
+                String::new(),
+                &applied,
+                &mut rates,
+                t0 + Duration::from_secs_f64(t),
+            )
+            .unwrap();
+            if t >= 18.0 {
+                let left = end_of_catch_up - t;
+                let eta = lag.eta_seconds.unwrap();
+                assert!(
+                    (eta - left).abs() <= 0.2 * left + 0.5,
+                    "at {t} s: ETA {eta:.1} s, {left:.1} s left"
+                );
+                checked += 1;
+            }
+            if t == 18.0 {
+                let (_, _, window) = rates.rates();
+                let window_eta = lag.bytes_behind.unwrap() as f64 / window.unwrap();
+                assert!(window_eta > 1.4 * (end_of_catch_up - t), "{window_eta}");
+            }
+        }
+        assert!(checked > 10, "{checked}");
     }
 
     #[test]
