@@ -46,6 +46,7 @@ pub mod config;
 pub mod control;
 pub mod event;
 pub mod extractor;
+pub mod grants;
 pub mod inspect;
 pub mod memory;
 pub mod mysql;

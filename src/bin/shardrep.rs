@@ -57,6 +57,14 @@ enum Command {
         /// Path of the TOML configuration (e.g. conf/shardrep.toml).
         #[arg(long, short = 'c')]
         config: PathBuf,
+        /// Also print the GRANT statements the configuration needs on the
+        /// master and on the replica, each with the reason.
+        #[arg(long)]
+        grants: bool,
+        /// The host part of the accounts in the printed GRANTs (default:
+        /// the server's address when it is on this host, else '%').
+        #[arg(long, requires = "grants")]
+        from_host: Option<String>,
     },
     /// Print the transactions of a binlog as shardrep decodes them (seqno,
     /// GTID, end position, shard, each change with its values), like
@@ -316,7 +324,11 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             skip_seqno,
             offline,
         } => run_service(config, until_idle, skip_seqno, offline),
-        Command::CheckConfig { config } => {
+        Command::CheckConfig {
+            config,
+            grants,
+            from_host,
+        } => {
             let cfg = Config::load(&config)?;
             // The files the service reads at start, parsed as it will.
             if let Some(map) = &cfg.shard_filter.map_file {
@@ -330,6 +342,13 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
                 config.display(),
                 cfg.service.name
             );
+            if grants {
+                println!();
+                print!(
+                    "{}",
+                    shardrep::grants::render(&shardrep::grants::needed(&cfg, from_host.as_deref()))
+                );
+            }
             Ok(())
         }
         Command::Extract {
