@@ -34,6 +34,14 @@ pub struct ReplicaTable {
     /// transaction around them does, so a transaction that changes it is
     /// applied alone and never run again after a part of it ran.
     pub non_transactional: Option<String>,
+    /// The replica's table has triggers (`information_schema.TRIGGERS`):
+    /// its row changes cannot be re-written as SQL (they would fire them,
+    /// where native replication's row applier does not).
+    pub triggers: bool,
+    /// The replica's table is system-versioned
+    /// (`information_schema.TABLES.TABLE_TYPE`): its history's period
+    /// columns are the master's only through the server's row applier.
+    pub system_versioned: bool,
     /// The last [`ReplicaTable::complete_columns`] answer and the binlog
     /// columns it was made from (the same for every rows change of the
     /// table until DDL): asked for every rows change.
@@ -120,6 +128,8 @@ impl TableCache {
                 columns: Vec::new(),
                 merge_updates: false,
                 non_transactional: None,
+                triggers: false,
+                system_versioned: false,
                 completed: Mutex::new(None),
             }
         } else {
@@ -157,24 +167,38 @@ impl TableCache {
                 },
                 merge_updates: false,
                 non_transactional: None,
+                triggers: false,
+                system_versioned: false,
                 completed: Mutex::new(None),
             }
         };
         let mut table = table;
+        let triggers: Option<i64> = conn
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.TRIGGERS \
+                 WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?",
+                (info.schema.as_str(), info.table.as_str()),
+            )
+            .await?;
+        table.triggers = triggers.unwrap_or(0) > 0;
         // A view or a missing table reads as transactional: applying to
         // it fails on its own.
-        let engine: Option<(Option<String>, Option<String>)> = conn
+        let engine: Option<(Option<String>, Option<String>, Option<String>)> = conn
             .exec_first(
-                "SELECT t.ENGINE, e.TRANSACTIONS FROM information_schema.TABLES t \
+                "SELECT t.ENGINE, e.TRANSACTIONS, t.TABLE_TYPE FROM information_schema.TABLES t \
                  LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
                  WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
                 (info.schema.as_str(), info.table.as_str()),
             )
             .await?;
-        if let Some((Some(engine), Some(transactions))) = engine {
-            if transactions.eq_ignore_ascii_case("NO") {
-                table.non_transactional = Some(engine);
+        if let Some((engine, transactions, kind)) = engine {
+            if let (Some(engine), Some(transactions)) = (engine, transactions) {
+                if transactions.eq_ignore_ascii_case("NO") {
+                    table.non_transactional = Some(engine);
+                }
             }
+            table.system_versioned =
+                kind.is_some_and(|k| k.eq_ignore_ascii_case("SYSTEM VERSIONED"));
         }
         if table.shape.primary_key.is_some() {
             let obstacles: Option<i64> = conn

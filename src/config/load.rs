@@ -209,19 +209,16 @@ impl<'a> Builder<'a> {
             defaults::REPLICA_BINLOG_GTIDS,
             &BinlogGtids::ALL,
         );
-        if let Some(on) = sql_log_bin {
-            if on != chosen.logs() {
+        if let (Some(on), Some(legacy)) = (sql_log_bin, legacy) {
+            // Both written: they must say the same (true is "own").
+            if legacy != chosen {
                 self.problem(
                     "replica.sql_log_bin",
                     format!(
-                        "is {on} but binlog_gtids = {:?} {} the replica's binlog; \
-                         remove sql_log_bin (binlog_gtids replaces it)",
+                        "is {on}, which means binlog_gtids = {:?}, but binlog_gtids = {:?} is \
+                         written too; remove sql_log_bin (binlog_gtids replaces it)",
+                        legacy.as_str(),
                         chosen.as_str(),
-                        if chosen.logs() {
-                            "writes"
-                        } else {
-                            "does not write"
-                        }
                     ),
                 );
             }

@@ -970,9 +970,11 @@ fn binlog_gtids_is_read_or_derived_from_sql_log_bin() {
         (BinlogGtids::Off, false)
     );
     assert_eq!(
-        mode("sql_log_bin = true\nbinlog_gtids = \"master\"").unwrap(),
-        (BinlogGtids::Master, true)
+        mode("sql_log_bin = true\nbinlog_gtids = \"own\"").unwrap(),
+        (BinlogGtids::Own, true)
     );
+    assert!(mode("sql_log_bin = true\nbinlog_gtids = \"master\"").is_err());
+    assert!(mode("sql_log_bin = true\nbinlog_gtids = \"auto\"").is_err());
     // A refusal names the key written (gtid_topology::check_binlog_gtids).
     let from = |extra: &str| {
         Config::from_toml_str(

@@ -46,12 +46,15 @@ pub(super) async fn check_apply_method(config: &Config, conn: &mut Conn) -> Resu
     match error.code {
         ALLOWED_PROBE_ERROR => Ok(()),
         ER_SPECIFIC_ACCESS_DENIED_ERROR => Err(RunError::setup(format!(
-            "[apply] method = \"binlog\" needs the BINLOG REPLAY privilege (MariaDB 10.5.2 and \
-             later; SUPER before) for [replica] user {user:?} on the replica {}:{}: run \
-             GRANT BINLOG REPLAY ON *.* TO '{user}'@'<its host>'; there (SHOW GRANTS names \
-             the host), or set [apply] method = \"sql\", which re-writes row changes as SQL \
-             (the replica's triggers then fire for them and system-versioned tables are \
-             refused). Nothing was changed on the replica (the server said: error {}: {})",
+            "[apply] method = \"binlog\" needs the BINLOG REPLAY privilege (or SUPER) for \
+             [replica] user {user:?} on the replica {}:{}: run GRANT BINLOG REPLAY ON *.* TO \
+             '{user}'@'<its host>'; there (SHOW GRANTS names the host; `shardrep check-config \
+             --grants` prints every grant shardrep needs). Without it, [apply] method = \
+             \"sql\" re-writes row changes as SQL (tables with triggers on the replica and \
+             system-versioned tables then stop the service), and only with [replica] \
+             binlog_gtids = \"off\" or \"own\" on a replica that binlogs (\"master\" needs \
+             BINLOG REPLAY too). Nothing was changed on the replica (the server said: error \
+             {}: {})",
             config.replica.host, config.replica.port, error.code, error.message
         ))),
         code => Err(RunError::setup(format!(

@@ -193,8 +193,8 @@ pub(super) async fn check_binlog_gtids(
                 if e.code == ER_SPECIFIC_ACCESS_DENIED_ERROR {
                     format!(
                         "[replica] binlog_gtids = \"master\" sets each transaction's master GTID \
-                     on the session, which needs the BINLOG REPLAY privilege (SUPER before \
-                     MariaDB 10.5.2) for [replica] user {user:?}: run GRANT BINLOG REPLAY ON \
+                     on the session, which needs the BINLOG REPLAY privilege (or SUPER) \
+                     for [replica] user {user:?}: run GRANT BINLOG REPLAY ON \
                      *.* TO '{user}'@'<its host>'; on the replica, or set binlog_gtids = \
                      {}. Nothing was changed on the replica (the server said: error {}: {})",
                         // "own" is refused under strict mode.

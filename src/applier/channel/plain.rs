@@ -47,7 +47,26 @@ impl Channel {
         planned: &mut Vec<PlannedStatement>,
     ) -> Result<(), String> {
         planned.clear();
-        self.builder.plan(rows, columns, &table.shape, planned)
+        let what = if table.triggers {
+            "has triggers on the replica: [apply] method = \"sql\" re-writes its row changes \
+             as SQL statements, which would fire them, where native replication's row applier \
+             does not (slave_run_triggers_for_rbr = NO: the master's binlog already holds, as \
+             rows, what its own triggers changed)"
+        } else if table.system_versioned {
+            "is system-versioned on the replica: [apply] method = \"sql\" re-writes its row \
+             changes as SQL statements, which cannot set the history's period columns to the \
+             master's, where native replication's row applier does"
+        } else {
+            return self.builder.plan(rows, columns, &table.shape, planned);
+        };
+        Err(format!(
+            "{NOT_UNDER_SQL_METHOD_PREFIX}{}.{} {what}. Nothing of this transaction was \
+             committed; native replication would apply it. Way out: set [apply] method = \
+             \"binlog\" (the server's own row applier; it needs BINLOG REPLAY: `shardrep \
+             check-config --grants` prints the GRANT) and start shardrep again",
+            crate::mysql::quote_ident(&table.shape.schema),
+            crate::mysql::quote_ident(&table.shape.table)
+        ))
     }
 
     /// The error of a rows change of `txn` that could not be planned or
@@ -360,6 +379,12 @@ impl Channel {
 /// How the message of a statement that failed for a lost temporary table
 /// begins ([`lost_temporary_table_message`]); its way out is in it.
 pub const LOST_TEMPORARY_TABLE_PREFIX: &str = "a temporary table is lost: ";
+
+/// How the error of a row change that `[apply] method = "sql"` cannot
+/// apply as native replication would (a table with triggers on the
+/// replica, a system-versioned table) begins; its message names the way
+/// out.
+pub const NOT_UNDER_SQL_METHOD_PREFIX: &str = "not under method = \"sql\": ";
 
 /// The message of statement of seqno `seqno` that failed with 1146
 /// (`message`) while its master session `session` had lost `tables`

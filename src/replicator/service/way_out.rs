@@ -92,7 +92,9 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
                 || e.message
                     .starts_with(crate::applier::channel::NOT_RUN_AGAIN_PREFIX)
                 || e.message
-                    .starts_with(crate::applier::channel::LOST_TEMPORARY_TABLE_PREFIX) =>
+                    .starts_with(crate::applier::channel::LOST_TEMPORARY_TABLE_PREFIX)
+                || e.message
+                    .contains(crate::applier::channel::NOT_UNDER_SQL_METHOD_PREFIX) =>
         {
             None
         }
