@@ -501,8 +501,8 @@ async fn an_errant_gtid_under_strict_mode_stops_with_a_way_out_that_works() {
         .query_drop("SET GLOBAL gtid_strict_mode = ON")
         .await
         .unwrap();
-    let (domain, seq): (u32, u64) = replica
-        .query_first("SELECT @@gtid_domain_id, 1000000")
+    let (domain, seq, replica_id): (u32, u64, u32) = replica
+        .query_first("SELECT @@gtid_domain_id, 1000000, @@server_id")
         .await
         .unwrap()
         .unwrap();
@@ -535,6 +535,27 @@ async fn an_errant_gtid_under_strict_mode_stops_with_a_way_out_that_works() {
     assert_eq!(status(&spec)["state"], "ONLINE");
     common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t").await;
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    // Strict mode on again while the errant GTID is still ahead: the next
+    // start refuses before applying anything, naming it.
+    sb.exec(TARGET, "SET GLOBAL gtid_strict_mode = ON").await;
+    common::service::on_master(sb, &format!("INSERT INTO {q}.t VALUES (5, 0)")).await;
+    let refused = spec
+        .run_until_idle(sb)
+        .expect_err("a start under strict mode with an errant GTID ahead")
+        .to_string();
+    assert!(
+        refused.contains(&format!(
+            "the replica's binlog holds GTIDs of another server ahead of the master's position \
+             that shardrep applied, in the same domain: {domain}-{replica_id}-{seq} (the \
+             master's applied: {domain}-1-"
+        )) && refused.contains("SET GLOBAL gtid_strict_mode = 0 on the replica, then start"),
+        "{refused}"
+    );
+    // Its way out.
+    sb.exec(TARGET, "SET GLOBAL gtid_strict_mode = 0").await;
+    spec.run_until_idle(sb)
+        .expect("a start without strict mode");
+    common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t").await;
     spec.remove(sb).await;
     drop_everywhere(sb, &[schema]).await;
     // The errant GTID out of replica 2's binlog state for the next tests.

@@ -42,6 +42,38 @@ fn binlog_behind(state: &str, rows: &[RestartRow]) -> Vec<String> {
         .collect()
 }
 
+/// The GTIDs of the replica's binlog state `state` that a server other
+/// than the master wrote in a domain of the furthest restart row's GTID
+/// position, with a sequence number above the master's there: under
+/// `gtid_strict_mode` the master's next GTIDs in that domain cannot be
+/// binlogged after them (MariaDB KB, "gtid_strict_mode"). Each with the
+/// master's GTID of the rows.
+fn binlog_ahead(state: &str, rows: &[RestartRow]) -> Vec<(String, String)> {
+    let Some(furthest) = rows
+        .iter()
+        .filter(|r| r.seqno.is_some())
+        .max_by_key(|r| r.seqno)
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for part in state.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Ok(g) = part.parse::<crate::position::Gtid>() else {
+            continue;
+        };
+        if let Some(m) = furthest
+            .gtid
+            .iter()
+            .find(|m| m.domain_id == g.domain_id && m.server_id != g.server_id)
+        {
+            if g.seq_no > m.seq_no {
+                out.push((g.to_string(), m.to_string()));
+            }
+        }
+    }
+    out
+}
+
 /// The seqnos above what `rows` record committed whose GTIDs the
 /// replica's binlog holds (module doc): committed, to be handled as such
 /// by this run ([`Recovery::with_committed`]). Nothing is written: until
@@ -55,8 +87,9 @@ pub(super) async fn reconcile(
     catalog: &str,
     rows: &[RestartRow],
     queue: &TransactionQueue,
-    in_order: bool,
+    binlog: &super::gtid_topology::RunBinlog,
 ) -> Result<SeqnoRanges, RunError> {
+    let in_order = binlog.in_order;
     let recovery = restart::recover(rows)?;
     let Recovery::Exact { base, committed } = &recovery else {
         return Ok(SeqnoRanges::new());
@@ -72,6 +105,30 @@ pub(super) async fn reconcile(
     } else {
         Vec::new()
     };
+    let ahead = if in_order && binlog.strict {
+        binlog_ahead(&state, rows)
+    } else {
+        Vec::new()
+    };
+    if !ahead.is_empty() {
+        let list = ahead
+            .iter()
+            .map(|(errant, applied)| format!("{errant} (the master's applied: {applied})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(RunError::setup(format!(
+            "the replica's binlog holds GTIDs of another server ahead of the master's position \
+             that shardrep applied, in the same domain: {list} (written under binlog_gtids = \
+             \"own\", or by a write on the replica). Under gtid_strict_mode = ON the replica \
+             refuses to binlog the master's next transactions in that domain after them (error \
+             1950), as native replication would. Nothing was applied. Either let them through: \
+             SET GLOBAL gtid_strict_mode = 0 on the replica, then start shardrep (set it back \
+             once the master's sequence numbers in the domain pass those); or, if they are \
+             errant, remove them from the replica's binlog state the way a GTID topology does \
+             (RESET MASTER and SET GLOBAL gtid_binlog_state, replicas of this replica \
+             re-pointed), then start shardrep"
+        )));
+    }
     if !missing.is_empty() {
         tracing::warn!(
             missing = %missing.join(","),
@@ -164,5 +221,26 @@ mod tests {
         assert!(binlog_behind("0-1-150,5-1-9,0-3-2", &rows).is_empty());
         assert_eq!(binlog_behind("0-1-20", &rows), ["0-1-141", "5-1-7"]);
         assert_eq!(binlog_behind("", &rows), ["0-1-141", "5-1-7"]);
+    }
+
+    #[test]
+    fn another_servers_gtid_ahead_in_a_domain_is_seen() {
+        let row = |channel: u16, seqno: u64, gtid: &str| RestartRow {
+            seqno: Some(Seqno(seqno)),
+            gtid: gtid.parse().unwrap(),
+            ..RestartRow::empty(ChannelId::recorded(channel))
+        };
+        let rows = [row(0, 40, "0-1-140,5-1-7"), row(1, 41, "0-1-141,5-1-7")];
+        // The master's own GTIDs beyond the rows, another server's behind,
+        // a domain the rows do not know: nothing.
+        assert!(binlog_ahead("0-1-150,0-3-100,5-1-9,7-3-900", &rows).is_empty());
+        assert_eq!(
+            binlog_ahead("0-1-141,0-3-2372,5-1-7,5-4-8", &rows),
+            [
+                ("0-3-2372".to_string(), "0-1-141".to_string()),
+                ("5-4-8".to_string(), "5-1-7".to_string())
+            ]
+        );
+        assert!(binlog_ahead("0-3-2372", &[]).is_empty());
     }
 }

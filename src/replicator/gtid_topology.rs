@@ -38,6 +38,9 @@ pub struct RunBinlog {
     /// run under the master's GTIDs may be recorded there only, whatever
     /// this run's mode (a start reads it: `gtid_reconcile`).
     pub log_bin: bool,
+    /// `@@gtid_strict_mode`: a GTID out of order in its domain is refused
+    /// (error 1950).
+    pub strict: bool,
 }
 
 /// What the replica says of its place in the topology.
@@ -222,6 +225,7 @@ pub(super) async fn check_binlog_gtids(
         in_order: mode == BinlogGtids::Master && topology.log_bin,
         sql_log_bin: mode.logs(),
         log_bin: topology.log_bin,
+        strict: topology.strict,
     })
 }
 

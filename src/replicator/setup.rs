@@ -92,8 +92,7 @@ pub(super) fn prepare_catalog(
         // mode nothing there matches (the replica's own server id, or no
         // binlogged commit above the rows).
         let in_binlog = if binlog.log_bin {
-            super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue, binlog.in_order)
-                .await?
+            super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue, &binlog).await?
         } else {
             crate::position::SeqnoRanges::new()
         };
