@@ -1137,18 +1137,81 @@ pub async fn takeover(
     }
     let before = check_replica(replica, expected_master).await?;
     let was_running = before.slave.sql_running || before.slave.io_running != "No";
-    run(replica, &server, "STOP SLAVE").await?;
+    let mut refreshed = false;
+    let point = loop {
+        let (point, checked) = stop_and_check(replica, master, expected_master, &server).await?;
+        match checked {
+            Ok(()) => break point,
+            Err(e) if !refreshed && point.using_gtid != UsingGtid::No && stale_position(&e) => {
+                // Native replication by GTID starts from gtid_slave_pos,
+                // whatever file:pos says (a re-seed, a GTID handback): let
+                // it run a moment so that it reports its position again.
+                refreshed = true;
+                tracing::warn!(
+                    replica = %server,
+                    position = %format!("{}:{}", point.file, point.pos),
+                    gtid_slave_pos = %point.gtid_slave_pos,
+                    using_gtid = %point.using_gtid,
+                    error = %e,
+                    "the replica's file position does not name its gtid_slave_pos, from which \
+                     native replication (by GTID) would start: starting native replication for \
+                     a moment so that it reports its position, then taking over again"
+                );
+                if let Err(why) = refresh_position(replica, &server, &point).await {
+                    tracing::warn!(replica = %server, error = %why,
+                        "native replication did not report a new position");
+                    let _ = run(replica, &server, "STOP SLAVE").await;
+                    if was_running {
+                        let _ = run(replica, &server, "START SLAVE").await;
+                    }
+                    return Err(e);
+                }
+            }
+            Err(e) => {
+                if was_running {
+                    if let Err(restart) = run(replica, &server, "START SLAVE").await {
+                        tracing::error!(replica = %server, error = %restart,
+                            "could not restart native replication after a refused takeover");
+                    }
+                }
+                return Err(e);
+            }
+        }
+    };
+    tracing::info!(
+        replica = %server,
+        position = %format!("{}:{}", point.file, point.pos),
+        gtid_slave_pos = %point.gtid_slave_pos,
+        using_gtid = %point.using_gtid,
+        "native replication stopped: taking over"
+    );
+    Ok(point)
+}
+
+/// How long [`refresh_position`] lets native replication run at most
+/// before it must have reported a new position.
+pub const REFRESH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `STOP SLAVE`, then the takeover point and its checks against the master
+/// (steps 2 to 5 of [`takeover`]): the point and whether it passed.
+async fn stop_and_check(
+    replica: &mut Conn,
+    master: &mut Conn,
+    expected_master: &MasterFacts,
+    server: &Endpoint,
+) -> Result<(TakeoverPoint, Result<(), ReplicaError>), ReplicaError> {
+    run(replica, server, "STOP SLAVE").await?;
     let status = wait_sql_stopped(replica, STOP_TIMEOUT).await?;
     if status.last_sql_errno != 0 {
         return Err(ReplicaError::SqlThreadError {
-            replica: server,
+            replica: server.clone(),
             errno: status.last_sql_errno,
             message: status.last_sql_error,
         });
     }
     let row = select_row(
         replica,
-        &server,
+        server,
         "SELECT @@GLOBAL.gtid_slave_pos AS gtid_slave_pos",
     )
     .await?;
@@ -1170,7 +1233,7 @@ pub async fn takeover(
         // The master setting cannot change while the slave is stopped by us,
         // but the status we return is checked against the master once more.
         check_same_master(
-            &server,
+            server,
             &status,
             &expected_master.endpoint,
             Some(expected_master.server_id),
@@ -1183,29 +1246,82 @@ pub async fn takeover(
                 message: "empty: the replica has not executed anything from its master yet".into(),
             });
         }
-        check_no_open_temp_tables(replica, &server).await?;
+        check_no_open_temp_tables(replica, server).await?;
         let fresh = check_master(master).await?;
         fresh.check_retained(&point.file, point.pos)?;
         verify_point(master, &point).await
     }
     .await;
-    if let Err(e) = checked {
-        if was_running {
-            if let Err(restart) = run(replica, &server, "START SLAVE").await {
-                tracing::error!(replica = %server, error = %restart,
-                    "could not restart native replication after a refused takeover");
+    Ok((point, checked))
+}
+
+/// Whether `e` says that the replica's file position is not where its
+/// `gtid_slave_pos` is (purged, not a transaction boundary, another GTID
+/// position, or none yet): stale while the replica replicates by GTID.
+fn stale_position(e: &ReplicaError) -> bool {
+    match e {
+        ReplicaError::BinlogPurged { .. }
+        | ReplicaError::NoSuchPosition { .. }
+        | ReplicaError::PositionMismatch { .. } => true,
+        ReplicaError::Field { field, .. } => field == "Relay_Master_Log_File",
+        _ => false,
+    }
+}
+
+/// `START SLAVE`, then waits (at most [`REFRESH_TIMEOUT`]) until the SQL
+/// thread reports another executed position than `stale`'s, as it does
+/// when it starts from `gtid_slave_pos`, and has executed what the IO
+/// thread read (or 2 s have passed since it moved); the caller stops it
+/// again.
+///
+/// # Errors
+/// A text saying why not: native replication stopped with an error, or
+/// did not move in time.
+async fn refresh_position(
+    replica: &mut Conn,
+    server: &Endpoint,
+    stale: &TakeoverPoint,
+) -> Result<(), String> {
+    run(replica, server, "START SLAVE")
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut moved_at: Option<Instant> = None;
+    loop {
+        let s = configured_status(replica)
+            .await
+            .map_err(|e| e.to_string())?;
+        if s.last_sql_errno != 0 || s.last_io_errno != 0 {
+            return Err(format!(
+                "native replication stopped: {} {}",
+                s.last_sql_error, s.last_io_error
+            ));
+        }
+        let moved = (s.relay_master_log_file.as_str(), s.exec_master_log_pos)
+            != (stale.file.as_str(), stale.pos)
+            && !s.relay_master_log_file.is_empty();
+        let caught_up = s.master_log_file == s.relay_master_log_file
+            && s.read_master_log_pos == s.exec_master_log_pos;
+        if moved && s.sql_running {
+            // Caught up with what the master sent, or (a busy master) a
+            // while after the first move.
+            let since = *moved_at.get_or_insert_with(Instant::now);
+            if caught_up || since.elapsed() >= Duration::from_secs(2) {
+                return Ok(());
             }
         }
-        return Err(e);
+        if started.elapsed() >= REFRESH_TIMEOUT {
+            return Err(format!(
+                "after {} s it still reports {}:{} (Slave_IO_Running {}, Slave_SQL_Running {})",
+                REFRESH_TIMEOUT.as_secs(),
+                s.relay_master_log_file,
+                s.exec_master_log_pos,
+                s.io_running,
+                if s.sql_running { "Yes" } else { "No" }
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tracing::info!(
-        replica = %server,
-        position = %format!("{}:{}", point.file, point.pos),
-        gtid_slave_pos = %point.gtid_slave_pos,
-        using_gtid = %point.using_gtid,
-        "native replication stopped: taking over"
-    );
-    Ok(point)
 }
 
 /// Refuses a takeover while the replica's SQL thread holds temporary

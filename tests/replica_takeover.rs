@@ -539,12 +539,14 @@ async fn takeover_refuses_a_replica_stopped_on_an_sql_error() {
     drop_schema(sb, &schema).await;
 }
 
-// After a GTID handback without START SLAVE, Relay_Master_Log_File /
-// Exec_Master_Log_Pos still show the old position while gtid_slave_pos is
-// the new one: takeover refuses (BINLOG_GTID_POS differs) instead of
-// returning a file:pos that would re-apply transactions.
+// After a GTID handback without START SLAVE (or a re-seed that set
+// gtid_slave_pos), Relay_Master_Log_File / Exec_Master_Log_Pos still show
+// the old position while gtid_slave_pos is the new one, from which native
+// replication by GTID would start: takeover starts native replication for
+// a moment so that it reports its position, and takes over there (never
+// at the stale file:pos, which would re-apply transactions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn takeover_refuses_a_stale_file_pos_after_a_gtid_handback() {
+async fn takeover_refreshes_a_stale_file_pos_after_a_gtid_handback() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
     restore_native(sb).await;
@@ -560,7 +562,7 @@ async fn takeover_refuses_a_stale_file_pos_after_a_gtid_handback() {
     let (file, pos) = master_status(&mut master).await;
     let gtid = gtid_binlog_pos(&mut master).await;
     let point = HandbackPoint {
-        file,
+        file: file.clone(),
         pos,
         gtid_pos: Some(gtid.clone()),
     };
@@ -568,30 +570,20 @@ async fn takeover_refuses_a_stale_file_pos_after_a_gtid_handback() {
         .await
         .unwrap();
     let s = replica_status(sb).await;
-    let facts = check_master(&mut master).await.unwrap();
-    let result = takeover(&mut replica, &mut master, &facts).await;
     // Verified on MariaDB 10.11: CHANGE MASTER TO MASTER_USE_GTID keeps the
     // old executed file:pos until the SQL thread runs.
     assert_eq!(
         (s.relay_master_log_file.as_str(), s.exec_master_log_pos),
         (old.file.as_str(), old.pos)
     );
-    let err = result.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "{}:{}: position {f}:{p} does not match gtid_slave_pos {gtid:?}: \
-             BINLOG_GTID_POS({f}, {p}) is {old_gtid}, expected {gtid:?}",
-            sb.host,
-            sb.port(Server::Master),
-            f = old.file,
-            p = old.pos,
-            old_gtid = old.gtid_slave_pos,
-        )
-    );
+    let facts = check_master(&mut master).await.unwrap();
+    let taken = takeover(&mut replica, &mut master, &facts).await.unwrap();
+    // Nothing was written since: the master's end, its GTID position.
+    assert_eq!((taken.file.as_str(), taken.pos), (file.as_str(), pos));
+    assert_eq!(taken.gtid_slave_pos.to_string(), gtid);
     assert!(
         !replica_status(sb).await.sql_running,
-        "was stopped, stays stopped"
+        "stopped again for the takeover"
     );
     restore_native(sb).await;
     write(sb, &schema, 6..8).await;
@@ -653,14 +645,29 @@ async fn lagging_replica_takeover_and_handback_skip_the_stale_relay_log() {
     restore_native(sb).await;
 }
 
-// The replica's executed position is in a binlog the master has purged:
-// takeover refuses ("binlog purged", naming the file and the binlogs
-// present) and starts native replication again, as it found it running.
+// The replica's executed position is in a binlog the master has purged
+// (its relay log holds the rest): by file:pos, takeover refuses ("binlog
+// purged", naming the file and the binlogs present) and starts native
+// replication again, as it found it running; by GTID, native replication
+// would go on from its relay log, so takeover lets it report a position
+// that the master has, and takes over there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeover_refuses_a_purged_binlog_and_restarts_the_slave() {
     let sb = sandbox();
     let _lock = LOCK.lock().await;
     restore_native(sb).await;
+    let mut replica = sb.connect(REPLICA).await;
+    replica
+        .query_drop("STOP SLAVE; CHANGE MASTER TO MASTER_USE_GTID = no; START SLAVE")
+        .await
+        .unwrap();
+    purged_under_the_sql_thread(sb, false).await;
+    restore_native(sb).await;
+    purged_under_the_sql_thread(sb, true).await;
+    restore_native(sb).await;
+}
+
+async fn purged_under_the_sql_thread(sb: &Sandbox, by_gtid: bool) {
     let mut master = sb.connect(Server::Master).await;
     let mut replica = sb.connect(REPLICA).await;
     // SQL thread stopped in the current file; the IO thread keeps running.
@@ -676,6 +683,16 @@ async fn takeover_refuses_a_purged_binlog_and_restarts_the_slave() {
         .unwrap();
     let facts = check_master(&mut master).await.unwrap();
     assert_eq!(facts.oldest_binlog(), new_file);
+    if by_gtid {
+        let taken = takeover(&mut replica, &mut master, &facts).await.unwrap();
+        let (end_file, end_pos) = master_status(&mut master).await;
+        assert_eq!((taken.file, taken.pos), (end_file, end_pos));
+        assert_eq!(
+            taken.gtid_slave_pos.to_string(),
+            gtid_binlog_pos(&mut master).await
+        );
+        return;
+    }
     let err = takeover(&mut replica, &mut master, &facts)
         .await
         .unwrap_err();
@@ -692,5 +709,4 @@ async fn takeover_refuses_a_purged_binlog_and_restarts_the_slave() {
     );
     let s = replica_status(sb).await;
     assert!(s.sql_running, "restarted: {s:?}");
-    restore_native(sb).await;
 }
