@@ -561,3 +561,60 @@ async fn an_errant_gtid_under_strict_mode_stops_with_a_way_out_that_works() {
     // The errant GTID out of replica 2's binlog state for the next tests.
     sb.exec(TARGET, "RESET MASTER").await;
 }
+
+/// `RESET MASTER` on replica 2 after commits its restart rows do not
+/// record (rows rewound by hand, as a kill -9 leaves them under
+/// `"master"`): the start warns, the duplicate that follows says that it
+/// may be a transaction applied twice, and its way out (skip each such
+/// seqno) leads to a replica equal to the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binlog_reset_after_unrecorded_commits_names_the_duplicates() {
+    let _lock = LOCK.lock().await;
+    let sb = sandbox();
+    common::service::stop_target_slave(sb).await;
+    let schema = unique_schema("gtidreset");
+    let q = quote_ident(&schema);
+    let start = common::service::master_position(sb).await;
+    // Seqnos 0-7: CREATE DATABASE, CREATE TABLE, ids 1-6.
+    common::service::create_table(sb, &schema, 6).await;
+    let mut spec = ServiceSpec::new("gtidreset", std::slice::from_ref(&schema), &start);
+    spec.channels = 2;
+    spec.binlog_gtids = Some("master");
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    ctl_ok(&spec, &["wait", "--applied", "7", "--timeout-secs", "120"]);
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    // Seqnos 6 and 7 committed, unrecorded; then the binlog reset.
+    sb.exec(
+        TARGET,
+        &format!(
+            "SET SESSION sql_log_bin = 0; UPDATE {}.restart_position \
+             SET seqno = 5, low_water = 5, committed_above = ''; RESET MASTER",
+            quote_ident(&spec.catalog()),
+        ),
+    )
+    .await;
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    for seqno in [6, 7] {
+        common::service::wait_state(&spec, "OFFLINE:ERROR");
+        let s = status(&spec);
+        assert_eq!(s["pendingErrorSeqno"], seqno, "{s}");
+        assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+        let message = s["pendingError"].as_str().unwrap();
+        assert!(
+            message.contains("this may be a transaction applied twice")
+                && message.contains(&format!("`shardrepctl online --skip-seqno {seqno}`")),
+            "{message}"
+        );
+        ctl_ok(&spec, &["online", "--skip-seqno", &seqno.to_string()]);
+    }
+    common::service::on_master(sb, &format!("INSERT INTO {q}.t VALUES (7, 0)")).await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["state"], "ONLINE");
+    common::assert_table_equal(sb, Server::Master, TARGET, &schema, "t").await;
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    spec.remove(sb).await;
+    drop_everywhere(sb, &[schema]).await;
+}

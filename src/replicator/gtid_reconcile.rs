@@ -74,6 +74,17 @@ fn binlog_ahead(state: &str, rows: &[RestartRow]) -> Vec<(String, String)> {
     out
 }
 
+/// What a start learnt from the replica's binlog ([`reconcile`]).
+#[derive(Debug, Default)]
+pub(super) struct Reconciled {
+    /// The seqnos above what the rows record committed whose GTIDs the
+    /// binlog holds: committed.
+    pub committed: SeqnoRanges,
+    /// The furthest restart row's seqno, when the binlog lacks the GTIDs
+    /// it records (reset or purged since).
+    pub lacks_rows_above: Option<u64>,
+}
+
 /// The seqnos above what `rows` record committed whose GTIDs the
 /// replica's binlog holds (module doc): committed, to be handled as such
 /// by this run ([`Recovery::with_committed`]). Nothing is written: until
@@ -88,11 +99,11 @@ pub(super) async fn reconcile(
     rows: &[RestartRow],
     queue: &TransactionQueue,
     binlog: &super::gtid_topology::RunBinlog,
-) -> Result<SeqnoRanges, RunError> {
+) -> Result<Reconciled, RunError> {
     let in_order = binlog.in_order;
     let recovery = restart::recover(rows)?;
     let Recovery::Exact { base, committed } = &recovery else {
-        return Ok(SeqnoRanges::new());
+        return Ok(Reconciled::default());
     };
     let state = binlog_state(conn).await.map_err(|e| {
         RunError::setup(format!(
@@ -141,8 +152,15 @@ pub(super) async fn reconcile(
              nothing is lost. Compare with `shardrepctl check` once caught up"
         );
     }
+    let lacks_rows_above = (!missing.is_empty())
+        .then(|| rows.iter().filter_map(|r| r.seqno).max().map(|s| s.get()))
+        .flatten();
+    let done = |committed: SeqnoRanges| Reconciled {
+        committed,
+        lacks_rows_above,
+    };
     if state.is_empty() {
-        return Ok(SeqnoRanges::new());
+        return Ok(done(SeqnoRanges::new()));
     }
     // Rolled back after their GTIDs were binlogged (a non-transactional
     // change ran): not committed, whatever the binlog says.
@@ -164,7 +182,7 @@ pub(super) async fn reconcile(
     let mut reader = match queue.reader_from(start) {
         Ok(r) => r,
         // Purged: the run's own checks say so.
-        Err(_) => return Ok(SeqnoRanges::new()),
+        Err(_) => return Ok(done(SeqnoRanges::new())),
     };
     let mut found = SeqnoRanges::new();
     let mut last_found: Option<Seqno> = None;
@@ -202,7 +220,7 @@ pub(super) async fn reconcile(
              binlog holds their master GTIDs): not applied again"
         );
     }
-    Ok(found)
+    Ok(done(found))
 }
 
 #[cfg(test)]

@@ -83,6 +83,11 @@ pub struct Observer {
     /// The `[replica] binlog_gtids` mode the run applies with (`"auto"`
     /// resolved from the replica's settings), once it has read them.
     pub binlog_gtids: Mutex<Option<crate::config::BinlogGtids>>,
+    /// The furthest restart row's seqno, when the start found the
+    /// replica's binlog without the GTIDs it records (reset or purged
+    /// since: commits after the rows could not be found there, so a
+    /// duplicate after it may be a transaction applied twice).
+    pub binlog_lacks_rows_above: Mutex<Option<u64>>,
 }
 
 impl Observer {

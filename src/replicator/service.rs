@@ -730,7 +730,8 @@ impl Service {
                 ) {
                     inner.unclean = None;
                 }
-                let next = way_out::way_out(&error, &inner.last_rows, &self.config);
+                let lacks = *observer.binlog_lacks_rows_above.lock().expect("observer");
+                let next = way_out::way_out(&error, &inner.last_rows, &self.config, lacks);
                 // One event: the error and what to do about it.
                 match &next {
                     Some(next) => tracing::error!(error = %error, next, "OFFLINE:ERROR"),

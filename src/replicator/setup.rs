@@ -91,11 +91,15 @@ pub(super) fn prepare_catalog(
         // row are recorded in the replica's binlog only. Under any other
         // mode nothing there matches (the replica's own server id, or no
         // binlogged commit above the rows).
-        let in_binlog = if binlog.log_bin {
+        let reconciled = if binlog.log_bin {
             super::gtid_reconcile::reconcile(&mut conn, catalog, &rows, queue, &binlog).await?
         } else {
-            crate::position::SeqnoRanges::new()
+            super::gtid_reconcile::Reconciled::default()
         };
+        if let Some(o) = &options.observer {
+            *o.binlog_lacks_rows_above.lock().expect("observer") = reconciled.lacks_rows_above;
+        }
+        let in_binlog = reconciled.committed;
         // A seqno the restart rows record committed is not skipped (it was
         // applied): neither recorded nor counted.
         let requested_skips = not_committed(

@@ -149,7 +149,7 @@ socket = "/tmp/c.sock"
 }
 
 fn text(error: &RunError, rows: &[RestartRow]) -> String {
-    way_out::way_out(error, rows, &config()).unwrap_or_default()
+    way_out::way_out(error, rows, &config(), None).unwrap_or_default()
 }
 
 #[test]
@@ -295,7 +295,7 @@ fn a_rejected_shard_names_the_shard_insert_line() {
 #[test]
 fn every_other_error_says_what_to_do() {
     use crate::scheduler::SchedulerError;
-    let some = |e: RunError| way_out::way_out(&e, &[], &config());
+    let some = |e: RunError| way_out::way_out(&e, &[], &config(), None);
     assert!(some(RunError::QueueRead {
         seqno: 3,
         message: "corrupt".into()
@@ -418,7 +418,7 @@ fn a_transient_error_never_advises_a_skip() {
     let message =
         crate::applier::ddl_replay::unsafe_replay_message(7, at, "RENAME TABLE a TO b", false);
     assert_eq!(
-        way_out::way_out(&apply_error(0, &message), &rows, &config()),
+        way_out::way_out(&apply_error(0, &message), &rows, &config(), None),
         None
     );
 }

@@ -27,7 +27,16 @@ use crate::shard::filter::Rule;
 /// What the DBA can do about `error`, the error of a run of the service
 /// configured by `config` whose restart rows are `rows` (as the failed
 /// run left them); `None` when the error's message says it.
-pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) -> Option<String> {
+/// `binlog_lacks_rows_above`: the furthest restart row's seqno when the
+/// run's start found the replica's binlog without the GTIDs the rows
+/// record (`gtid_reconcile`: a duplicate after it may be a transaction
+/// applied twice).
+pub(super) fn way_out(
+    error: &RunError,
+    rows: &[RestartRow],
+    config: &Config,
+    binlog_lacks_rows_above: Option<u64>,
+) -> Option<String> {
     let name = &config.service.name;
     let file = config.origin.display();
     let reset = format!(
@@ -114,6 +123,24 @@ pub(super) fn way_out(error: &RunError, rows: &[RestartRow], config: &Config) ->
         RunError::Apply(SchedulerError::Apply(e)) if e.seqno.is_none() => Some(format!(
             "fix the replica (the error above names no transaction), then {online} retries"
         )),
+        RunError::Apply(SchedulerError::Apply(e))
+            if matches!(e.code, ER_DUP_ENTRY | ER_KEY_NOT_FOUND)
+                && binlog_lacks_rows_above.is_some_and(|r| e.seqno_number() > r) =>
+        {
+            Some(format!(
+                "this may be a transaction applied twice: at this run's start the replica's \
+                 binlog lacked the GTIDs the restart rows record (RESET MASTER or a purge on \
+                 the replica since; the start warned), and under binlog_gtids = \"master\" the \
+                 binlog is the record of the commits after the rows (at most 64 per channel), \
+                 so those could not be found. Compare the row the error names with the \
+                 master's (`shardrepctl log list --seqno {seqno}` shows the transaction): if \
+                 the replica already holds this transaction's changes, `shardrepctl online \
+                 --skip-seqno {seqno}` (recorded, never applied later), and the same for the \
+                 next such errors; else correct the replica, then {online} retries; or \
+                 {reset}",
+                seqno = e.seqno_number()
+            ))
+        }
         RunError::Apply(SchedulerError::Apply(e))
             if matches!(e.code, ER_DUP_ENTRY | ER_KEY_NOT_FOUND) =>
         {
