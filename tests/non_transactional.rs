@@ -170,7 +170,7 @@ async fn an_error_after_a_myisam_change_stops_naming_the_table() {
         let mi = format!("{q}.`mi`");
         assert!(
             error.contains(&format!(
-                "not run again: seqno 0 changed {mi} (engine MyISAM, not transactional"
+                "not run again: seqno 0 ran a change of {mi} (engine MyISAM, not transactional"
             )),
             "{s}"
         );
@@ -274,7 +274,7 @@ async fn a_statement_format_myisam_change_is_not_retried() {
     let s = status(&spec);
     let error = s["pendingError"].as_str().unwrap_or_default().to_string();
     assert!(
-        error.contains("not run again: seqno 0 changed a table that is not transactional"),
+        error.contains("not run again: seqno 0 ran a change of a table that is not transactional"),
         "{s}"
     );
     assert!(error.contains("error 1205"), "{s}");

@@ -327,10 +327,11 @@ impl Channel {
             ),
         };
         format!(
-            ". Under binlog_gtids = \"master\" the replica's binlog holds this transaction's \
-             master GTID (MariaDB binlogs the non-transactional change of a rolled-back \
-             transaction, with a ROLLBACK), so replicas of this replica received that change; \
-             applying the transaction again binlogs its GTID a second time, which \
+            ". Under binlog_gtids = \"master\", when that change took effect, the replica's \
+             binlog holds this transaction's master GTID (MariaDB binlogs the \
+             non-transactional change of a rolled-back transaction, with a ROLLBACK; SHOW \
+             BINLOG EVENTS tells), so replicas of this replica received that change; applying \
+             the transaction again then binlogs its GTID a second time, which \
              gtid_strict_mode = ON refuses (error 1950): there, apply its other changes by \
              hand with sql_log_bin = 0 and skip it{mark}"
         )

@@ -129,12 +129,14 @@ impl Channel {
         };
         ApplyError {
             message: format!(
-                "{NOT_RUN_AGAIN_PREFIX}{seqno} changed {changed} before it failed ({cause}), so \
-                 shardrep does not run it again on its own. Compare the tables it changes with \
-                 the master's and undo on the replica what seqno {seqno} changed there \
-                 (`shardrepctl log list --seqno {seqno}` shows its changes), then `shardrepctl \
-                 online` applies the transaction whole; or, if the replica already holds all of \
-                 it, `shardrepctl online --skip-seqno {seqno}`{binlogged}"
+                "{NOT_RUN_AGAIN_PREFIX}{seqno} ran a change of {changed} before or as it failed \
+                 ({cause}), so shardrep does not run it again on its own (a part of it may stay \
+                 applied). Compare the tables it changes with the master's \
+                 (`shardrepctl log list --seqno {seqno}` shows its changes): undo on the replica \
+                 what seqno {seqno} changed there, and correct what made it fail (the error \
+                 above: e.g. a replica row in the way of its change), then `shardrepctl online` \
+                 applies the transaction whole; or, if the replica already holds all of it, \
+                 `shardrepctl online --skip-seqno {seqno}`{binlogged}"
             ),
             ..error
         }

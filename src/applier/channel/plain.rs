@@ -354,12 +354,21 @@ impl Channel {
         result.map_err(|e| {
             let mut error = self.error_at(at, &sql_text, &e);
             if let (ER_NO_SUCH_TABLE, Some((session, tables))) = (error.code, &lost) {
+                let by_hand = match txn.gtid {
+                    Some(gtid) if self.in_order() => format!(
+                        "with its master GTID set first, so that the replica's binlog holds it \
+                         for the replicas reading it: `{};` before it",
+                        super::in_order::set_gtid_statement(&gtid).replace('\n', " ")
+                    ),
+                    _ => "with sql_log_bin = 0".to_string(),
+                };
                 error.message = lost_temporary_table_message(
                     &error.message,
                     txn.seqno.get(),
                     u32::from(self.settings.channel.get()),
                     *session,
                     tables,
+                    &by_hand,
                 );
             }
             (error, Some(e))
@@ -391,13 +400,15 @@ pub const NOT_UNDER_SQL_METHOD_PREFIX: &str = "not under method = \"sql\": ";
 /// (temporary tables open on channel `channel`'s replica connection when
 /// that connection was lost; the server drops a connection's temporary
 /// tables with it, as it does for native replication at a server
-/// restart).
+/// restart). `by_hand`: how to make the change by hand (binary logging
+/// off, or under the transaction's master GTID).
 pub fn lost_temporary_table_message(
     message: &str,
     seqno: u64,
     channel: u32,
     session: crate::shard::temp_tables::MasterSession,
     tables: &[String],
+    by_hand: &str,
 ) -> String {
     format!(
         "{LOST_TEMPORARY_TABLE_PREFIX}seqno {seqno} failed ({message}) in master session \
@@ -405,8 +416,7 @@ pub fn lost_temporary_table_message(
          the replica when that connection was lost: the server dropped them with it. This \
          transaction and every later one of that session that uses them cannot be applied \
          as logged. Way out: `shardrepctl log list --seqno {seqno}` shows what it does; \
-         make its change on the replica by hand (with sql_log_bin = 0) from the master's \
-         tables, then `shardrepctl online --skip-seqno {seqno}`, and the same for each later \
+         make its change on the replica by hand ({by_hand}) from the master's tables, then `shardrepctl online --skip-seqno {seqno}`, and the same for each later \
          transaction of the session that stops this way (the session's end drops the \
          tables); `shardrepctl check` then compares the tables with the master's. Or re-seed \
          the replica from the master and reset the service (`shardrepctl reset --confirm` \
