@@ -11,7 +11,9 @@
 //! - replica 3 applies everything replica 2 binlogs, never stops (its SQL
 //!   thread runs with `Last_Errno` 0 at every kill), and ends equal to the
 //!   master, as does replica 1, which replicates the master natively;
-//! - at the clean offline replica 2's `gtid_binlog_pos` equals the
+//! - at the clean offline replica 2's `gtid_binlog_pos` (and its
+//!   `gtid_slave_pos` and `gtid_current_pos`, as failover tools read them)
+//!   equals the
 //!   master's (the GTID position shardrep applied), and every transaction
 //!   replica 2 binlogged since the takeover carries a master GTID (server
 //!   id 1), each domain's sequence numbers rising (`SHOW BINLOG EVENTS`,
@@ -355,6 +357,22 @@ async fn strict_mode_and_a_chained_replica_follow_the_masters_gtids() {
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     let recorded = by_domain(recorded[0].clone());
     assert_eq!(recorded.get("0"), target_pos.get("0"), "{recorded:?}");
+    // As under native replication, gtid_slave_pos (and gtid_current_pos,
+    // which failover tools read) is the applied position in every domain
+    // applied.
+    for variable in ["gtid_slave_pos", "gtid_current_pos"] {
+        let pos: String = sb
+            .connect(TARGET)
+            .await
+            .query_first(format!("SELECT @@{variable}"))
+            .await
+            .unwrap()
+            .unwrap();
+        let pos = by_domain(pos);
+        for (domain, gtid) in &target_pos {
+            assert_eq!(pos.get(domain), Some(gtid), "{variable} {pos:?}");
+        }
+    }
     let gtids = target_binlog_gtids(sb).await;
     assert!(gtids.len() as u64 >= done.transactions, "{}", gtids.len());
     let mut last = std::collections::BTreeMap::new();

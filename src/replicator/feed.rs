@@ -111,7 +111,7 @@ impl<'a, 'n> Feed<'a, 'n> {
             if self.stop_before(self.reader.next_seqno()) {
                 return self.stop_scheduler();
             }
-            if self.native.poll() {
+            if self.native.poll(self.progress) {
                 // Stop the channels where dispatch is; the run then ends
                 // with NativeReplication.
                 return self.stop_scheduler();

@@ -314,6 +314,8 @@ pub fn run(
     let progress = channels.progress.clone();
     let panicked = channels.close_and_join();
     let extract = extractor.stop();
+    // Where the channels ended.
+    native.follow_slave_pos(&progress);
     native.close();
     Ended {
         scheduler: outcome.map(|_| ()),

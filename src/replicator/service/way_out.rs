@@ -29,8 +29,9 @@ use crate::shard::filter::Rule;
 /// run left them); `None` when the error's message says it.
 /// `binlog_lacks_rows_above`: the furthest restart row's seqno when the
 /// run's start found the replica's binlog without the GTIDs the rows
-/// record (`gtid_reconcile`: a duplicate after it may be a transaction
-/// applied twice).
+/// record (`gtid_reconcile`: a duplicate in that run may be a transaction
+/// applied twice; every later start finds it again until a run commits
+/// past the rows).
 pub(super) fn way_out(
     error: &RunError,
     rows: &[RestartRow],
@@ -125,7 +126,7 @@ pub(super) fn way_out(
         )),
         RunError::Apply(SchedulerError::Apply(e))
             if matches!(e.code, ER_DUP_ENTRY | ER_KEY_NOT_FOUND)
-                && binlog_lacks_rows_above.is_some_and(|r| e.seqno_number() > r) =>
+                && binlog_lacks_rows_above.is_some() =>
         {
             Some(format!(
                 "this may be a transaction applied twice: at this run's start the replica's \
