@@ -8,17 +8,10 @@
 //! Only TOML syntax errors and values of the wrong TOML type (a string where
 //! a number belongs) stop earlier, as [`ConfigError::Parse`].
 //!
-//! Sections and keys (see `conf/shardrep.toml` for a commented example):
-//!
-//! | section          | keys |
-//! | ---------------- | ---- |
-//! | `[service]`      | `name`, `role` |
-//! | `[source]`       | `kind`, `start`, `origin_services`; live: `host`, `port`, `user`, `password`/`password_file`/`password_env`, `server_id`, `heartbeat_period_ms`, `connect_timeout_ms`, `reconnect_max_backoff_ms`; files: `binlog_dir`, `binlog_index` |
-//! | `[replica]`      | `host`, `port`, `socket`, `user`, `password`/`password_file`/`password_env`, `catalog_schema`, `sql_log_bin`, `preserve_origin`, `connect_timeout_ms`, `allow_native_replication` |
-//! | `[queue]`        | `dir`, `max_size_bytes`, `retention_seqnos`, `segment_size_bytes`, `flush_interval_ms`, `flush_bytes`, `fragment_bytes` |
-//! | `[apply]`        | `channels`, `block_commit_txns`, `block_commit_interval_ms`, `sync_interval_seqnos`, `max_in_flight_bytes`, `shard_list`, `retry_max_attempts`, `retry_max_backoff_ms`, `parallelism`, `commit_window_seqnos`, `compound_blocks`, `method` |
-//! | `[shard_filter]` | `map_file`, `enforce_home`, `unknown_shard_policy`, `unwanted_shard_policy`, `auto_create` |
-//! | `[control]`      | `socket` |
+//! Sections and keys: [`accepted_keys`] lists every key the parser
+//! accepts; `docs/src/configuration.md` explains each (`tests/docs.rs`
+//! checks that it names them all) and `conf/shardrep.toml` is a commented
+//! example.
 //!
 //! Every duration and size key names its unit (`_ms`, `_bytes`, `_seqnos`,
 //! `_txns`). Paths are used as written (relative paths are relative to the

@@ -48,7 +48,8 @@
 #                        or "sql"), shardrep-gtid-master, shardrep-gtid-own and
 #                        shardrep-gtid-off (shardrep with [replica]
 #                        binlog_gtids = "master", "own" or "off"; shardrep
-#                        itself runs the default, "master"); shardrep-base runs the
+#                        itself runs the default, "auto": "master" with
+#                        --replica-binlog on, else "off"); shardrep-base runs the
 #                        binary named by CATCHUP_BASE_SHARDREP with the
 #                        settings of shardrep: the same data and table for a
 #                        before/after comparison of two builds

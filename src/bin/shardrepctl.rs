@@ -47,7 +47,7 @@ enum Command {
     /// detail view with --name.
     Status {
         /// Detail view: channels (one block per channel), shards (one
-        /// block per shard) or queue.
+        /// block per shard), queue, or check (the last consistency check).
         #[arg(long, value_enum, conflicts_with = "watch")]
         name: Option<StatusNameArg>,
         /// Follow the catch-up: applied and stored seqnos, bytes and
