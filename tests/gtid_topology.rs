@@ -536,6 +536,9 @@ async fn an_errant_gtid_under_strict_mode_stops_with_a_way_out_that_works() {
     common::service::wait_state(&spec, "OFFLINE:ERROR");
     let s = status(&spec);
     assert_eq!(s["pendingErrorCode"], 1950, "{s}");
+    // Where it stands, both ways.
+    assert_eq!(s["appliedLastSeqno"], 4, "{s}");
+    assert!(s["appliedLastEventId"].is_string(), "{s}");
     assert_eq!(s["pendingErrorSeqno"], 5, "{s}");
     let message = s["pendingError"].as_str().unwrap();
     assert!(
@@ -620,6 +623,10 @@ async fn a_binlog_reset_after_unrecorded_commits_names_the_duplicates() {
         let s = status(&spec);
         assert_eq!(s["pendingErrorSeqno"], seqno, "{s}");
         assert_eq!(s["pendingErrorCode"], 1062, "{s}");
+        assert!(
+            s["appliedLastSeqno"].is_u64() && s["appliedLastEventId"].is_string(),
+            "{s}"
+        );
         let message = s["pendingError"].as_str().unwrap();
         assert!(
             message.contains("this may be a transaction applied twice")

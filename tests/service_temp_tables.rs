@@ -620,3 +620,60 @@ async fn a_temporary_table_lost_with_its_connection_names_the_session_and_the_wa
     assert_eq!(status(&spec)["openTempTables"], 0);
     cleanup(sb, &spec, process, &[a, b]).await;
 }
+
+// A temporary table lost with a restart of shardrep (kill -9: nothing
+// could be recorded): the next statement of its master session that uses
+// it stops with 1146 and says that a temporary table of that session,
+// created before this run, may be lost, with the same way out, which ends
+// with the tables equal to the master's and ONLINE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_table_lost_with_a_restart_says_so_and_the_way_out_works() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    let (spec, process, a, b) = setup(sb, "tmprestart").await;
+    let _catalog = spec.drop_catalog_on_panic(sb);
+    let qa = quote_ident(&a);
+    let (mut m, thread) = master_session(sb, "MIXED", &a).await;
+    run(
+        &mut m,
+        "CREATE TEMPORARY TABLE tmp (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
+    .await;
+    run(&mut m, "INSERT INTO tmp VALUES (1, 'x'), (2, 'y')").await;
+    wait_applied_to_master(sb, &spec).await;
+    assert_eq!(status(&spec)["openTempTables"], 1);
+    process.kill();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    run(&mut m, "INSERT INTO r SELECT id, v FROM tmp").await;
+    ctl_ok(
+        &spec,
+        &["wait", "--state", "OFFLINE:ERROR", "--timeout-secs", "120"],
+    );
+    let s = status(&spec);
+    assert_eq!(s["pendingErrorCode"], 1146, "{s}");
+    let seqno = s["pendingErrorSeqno"].as_u64().expect("a seqno");
+    let message = s["pendingError"].as_str().unwrap().to_string();
+    for part in [
+        "a table is missing, perhaps a lost temporary table: ".to_string(),
+        format!("seqno {seqno} failed"),
+        format!("master session server 1 thread {thread}"),
+        format!("`shardrepctl online --skip-seqno {seqno}`"),
+    ] {
+        assert!(message.contains(&part), "{part:?} in {message}");
+    }
+    assert!(!message.contains("Way out: fix the replica"), "{message}");
+    let mut replica = sb.connect(TARGET).await;
+    replica
+        .query_drop(format!(
+            "SET SESSION sql_log_bin = 0; INSERT INTO {qa}.r VALUES (1, 'x'), (2, 'y')"
+        ))
+        .await
+        .unwrap();
+    ctl_ok(&spec, &["online", "--skip-seqno", &seqno.to_string()]);
+    run(&mut m, "DROP TEMPORARY TABLE tmp").await;
+    run(&mut m, "INSERT INTO r VALUES (3, 'after')").await;
+    drop(m);
+    assert_equal_and_online(sb, &spec, &a, &b).await;
+    cleanup(sb, &spec, process, &[a, b]).await;
+}

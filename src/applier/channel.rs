@@ -76,7 +76,9 @@ pub use fragments::FragmentSource;
 pub use in_order::{binlog_has, binlog_state};
 pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
 use outcome::{records, seqno_span};
-pub use plain::{LOST_TEMPORARY_TABLE_PREFIX, NOT_UNDER_SQL_METHOD_PREFIX};
+pub use plain::{
+    LOST_TEMPORARY_TABLE_PREFIX, MAYBE_LOST_TEMPORARY_TABLE_PREFIX, NOT_UNDER_SQL_METHOD_PREFIX,
+};
 
 /// One attempt at a statement or block: the error carries the driver's
 /// error when there is one (for [`classify`]).

@@ -112,6 +112,10 @@ struct Inner {
     run: Option<ActiveRun>,
     /// Restart rows as last read or left by a run.
     last_rows: Vec<RestartRow>,
+    /// The last run's low-water mark at its end, with the binlog position
+    /// after it: status's `appliedLastEventId` when no restart row sits at
+    /// that seqno (rows written every few commits under "master").
+    last_low_water: Option<(Seqno, String)>,
     /// Counters of the runs that ended (dropped, barriers, skipped,
     /// window waits):
     /// status adds the current run's to them ("since the service
@@ -207,6 +211,7 @@ impl Service {
                 machine: StateMachine::new(),
                 run: None,
                 last_rows: rows,
+                last_low_water: None,
                 totals: (0, 0, 0, 0),
                 row_totals: RowStatus::default(),
                 apply_totals: ApplyTotals::default(),
@@ -640,6 +645,9 @@ impl Service {
         if let Some(progress) = observer.progress.lock().expect("observer").as_ref() {
             inner.apply_totals.add(progress);
             run_applied.add(progress);
+            if let (Some(seqno), Some(marker)) = progress.low_water_marker() {
+                inner.last_low_water = Some((seqno, marker.event_id.to_string()));
+            }
         }
         let immediate = options
             .immediate
@@ -1184,6 +1192,13 @@ impl Service {
         let mut inner = self.lock();
         Self::refresh(&mut inner);
         let (seqno, event_id) = applied_summary(&inner.last_rows);
+        let event_id = event_id.or_else(|| {
+            inner
+                .last_low_water
+                .as_ref()
+                .filter(|(s, _)| Some(*s) == seqno)
+                .map(|(_, e)| e.clone())
+        });
         let (dropped, barriers, _, window_waits) = inner.totals;
         let skipped = inner
             .run

@@ -79,6 +79,8 @@ pub struct ServiceSpec {
     /// The replica's user, when not the sandbox's (an account of the
     /// test's own).
     pub replica_user: Option<String>,
+    /// The master's user and password, when not the sandbox's.
+    pub source_account: Option<(String, String)>,
     /// `[apply] compound_blocks` (default true, the product's default).
     pub compound_blocks: bool,
     /// `[apply] method` (`None`: the product's default).
@@ -123,6 +125,7 @@ impl ServiceSpec {
             parallelism: "row",
             replica_password: None,
             replica_user: None,
+            source_account: None,
             compound_blocks: true,
             method: None,
             binlog_gtids: None,
@@ -203,8 +206,14 @@ socket = "{socket}"
             host = sb.host,
             master_port = sb.port(Server::Master),
             replica_port = self.replica_port.unwrap_or_else(|| sb.port(TARGET)),
-            user = sb.user,
-            password = sb.password,
+            user = self
+                .source_account
+                .as_ref()
+                .map_or(sb.user.as_str(), |a| a.0.as_str()),
+            password = self
+                .source_account
+                .as_ref()
+                .map_or(sb.password.as_str(), |a| a.1.as_str()),
             replica_password = self.replica_password.as_deref().unwrap_or(&sb.password),
             replica_user = self.replica_user.as_deref().unwrap_or(&sb.user),
             server_id = server_id(),

@@ -351,25 +351,51 @@ impl Channel {
         }
         // Back to the channel's own session before anything else.
         let restore = session::restore_statement(in_session);
+        let session = TempTables::session_of(txn, statement);
         result.map_err(|e| {
             let mut error = self.error_at(at, &sql_text, &e);
-            if let (ER_NO_SUCH_TABLE, Some((session, tables))) = (error.code, &lost) {
-                let by_hand = match txn.gtid {
-                    Some(gtid) if self.in_order() => format!(
-                        "with its master GTID set first, so that the replica's binlog holds it \
-                         for the replicas reading it: `{};` before it",
-                        super::in_order::set_gtid_statement(&gtid).replace('\n', " ")
-                    ),
-                    _ => "with sql_log_bin = 0".to_string(),
-                };
-                error.message = lost_temporary_table_message(
-                    &error.message,
-                    txn.seqno.get(),
-                    u32::from(self.settings.channel.get()),
-                    *session,
-                    tables,
-                    &by_hand,
-                );
+            let by_hand = match txn.gtid {
+                Some(gtid) if self.in_order() => format!(
+                    "with its master GTID set first, so that the replica's binlog holds it \
+                     for the replicas reading it: `{};` before it",
+                    super::in_order::set_gtid_statement(&gtid).replace('\n', " ")
+                ),
+                _ => "with sql_log_bin = 0".to_string(),
+            };
+            match (error.code, &lost, session) {
+                (ER_NO_SUCH_TABLE, Some((session, tables)), _) => {
+                    error.message = lost_temporary_table_message(
+                        &error.message,
+                        txn.seqno.get(),
+                        u32::from(self.settings.channel.get()),
+                        *session,
+                        tables,
+                        &by_hand,
+                    );
+                }
+                (ER_NO_SUCH_TABLE, None, Some(session)) => {
+                    // A statement of a master session (its temporary
+                    // tables live on the connection): the table may have
+                    // been one created before this run began.
+                    error.message = format!(
+                        "{MAYBE_LOST_TEMPORARY_TABLE_PREFIX}seqno {seqno} failed ({message}), a \
+                         statement of master session {session}. If the missing table was a \
+                         temporary table of that session created before this run of shardrep \
+                         began (a restart of shardrep or a lost connection drops the \
+                         temporary tables of its connections, as a server restart does for \
+                         native replication), it is lost. Way out: then `shardrepctl log list \
+                         --seqno {seqno}` shows what the transaction does; make its change on \
+                         the replica by hand ({by_hand}) from the master's tables, then \
+                         `shardrepctl online --skip-seqno {seqno}`, and the same for each later \
+                         transaction of the session that stops this way; `shardrepctl check` \
+                         then compares the tables with the master's. If it is a table the \
+                         replica should have, create it there (with sql_log_bin = 0), then \
+                         `shardrepctl online` retries",
+                        seqno = txn.seqno.get(),
+                        message = error.message,
+                    );
+                }
+                _ => {}
             }
             (error, Some(e))
         })?;
@@ -388,6 +414,13 @@ impl Channel {
 /// How the message of a statement that failed for a lost temporary table
 /// begins ([`lost_temporary_table_message`]); its way out is in it.
 pub const LOST_TEMPORARY_TABLE_PREFIX: &str = "a temporary table is lost: ";
+
+/// How the message of a statement of a master session that failed for a
+/// missing table begins when no lost temporary table of the session is
+/// known in this run (one created before the run began may be it); its
+/// way out is in it.
+pub const MAYBE_LOST_TEMPORARY_TABLE_PREFIX: &str =
+    "a table is missing, perhaps a lost temporary table: ";
 
 /// How the error of a row change that `[apply] method = "sql"` cannot
 /// apply as native replication would (a table with triggers on the

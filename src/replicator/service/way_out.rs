@@ -104,7 +104,9 @@ pub(super) fn way_out(
                 || e.message
                     .starts_with(crate::applier::channel::LOST_TEMPORARY_TABLE_PREFIX)
                 || e.message
-                    .contains(crate::applier::channel::NOT_UNDER_SQL_METHOD_PREFIX) =>
+                    .contains(crate::applier::channel::NOT_UNDER_SQL_METHOD_PREFIX)
+                || e.message
+                    .starts_with(crate::applier::channel::MAYBE_LOST_TEMPORARY_TABLE_PREFIX) =>
         {
             None
         }
