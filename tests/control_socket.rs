@@ -413,6 +413,7 @@ fn ctl(args: &[&str], stdin: Option<&str>) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
         .args(args)
         .env_remove("RUST_BACKTRACE")
+        .env_remove("SHARDREP_CONFIG")
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -464,6 +465,7 @@ applyMethod                    : binlog
 applyRateBytesPerSecond        : NONE
 applyRateTransactionsPerSecond : NONE
 binlogGtids                    : master
+binlogGtidsConfigured          : auto
 blocksCommittedCount           : 0
 bytesBehind                    : NONE
 catchUpEtaSeconds              : NONE
@@ -528,7 +530,7 @@ fn status_text_json_and_named_views() {
     assert_eq!(v["appliedLastSeqno"], 41);
     assert_eq!(v["appliedLatency"], 0.25);
     assert_eq!(v["pendingError"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 56);
+    assert_eq!(v.as_object().unwrap().len(), 57);
     let back: Status = serde_json::from_value(v).unwrap();
     assert_eq!(
         back.applied_last_event_id.as_deref(),
@@ -1141,10 +1143,26 @@ fn the_client_finds_the_socket_in_the_configuration() {
             config.display()
         ),
     );
-    fails(
-        &ctl(&["status"], None),
-        2,
-        "shardrepctl: no service given: use --config FILE or --socket PATH\n",
+    if !std::path::Path::new("/etc/shardrep").exists() {
+        fails(
+            &ctl(&["status"], None),
+            2,
+            "shardrepctl: no service given: use --config FILE or --socket PATH, or set \
+             SHARDREP_CONFIG (/etc/shardrep holds no single configuration)\n",
+        );
+    }
+    // SHARDREP_CONFIG stands for --config.
+    let out = Command::new(env!("CARGO_BIN_EXE_shardrepctl"))
+        .arg("status")
+        .env("SHARDREP_CONFIG", &config)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "shardrepctl: {}: control.socket is missing\n",
+            config.display()
+        )
     );
     let run = ctl(
         &["--config", "a.toml", "--socket", "/tmp/x.sock", "status"],

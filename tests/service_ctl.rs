@@ -74,6 +74,7 @@ const STATUS_KEYS: &[&str] = &[
     "applyRateBytesPerSecond",
     "applyRateTransactionsPerSecond",
     "binlogGtids",
+    "binlogGtidsConfigured",
     "catchUpEtaSeconds",
     "sourceHost",
     "sourcePort",

@@ -27,7 +27,9 @@ use shardrep::shard::map::{parse_entries, ShardEntry, ShardMap};
 #[command(name = "shardrepctl", version, about, long_about)]
 struct Cli {
     /// The service's configuration file (conf/shardrep.toml); only its
-    /// `[control] socket` is read.
+    /// `[control] socket` is read. Default: $SHARDREP_CONFIG, else the one
+    /// configuration in /etc/shardrep when there is exactly one (as
+    /// `scripts/install.sh` and the package install services).
     #[arg(long, short = 'c', global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The control socket path (instead of --config).
@@ -383,15 +385,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// The configuration to use when neither --config nor --socket is given:
+/// `$SHARDREP_CONFIG`, else the only `*.toml` in /etc/shardrep.
+fn default_config() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("SHARDREP_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let mut found = std::fs::read_dir("/etc/shardrep")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"));
+    let only = found.next()?;
+    found.next().is_none().then_some(only)
+}
+
 fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
     let client = match (&cli.socket, &cli.config) {
         (Some(socket), _) => Client::new(socket),
         (None, Some(config)) => Client::from_config(config)?,
-        (None, None) => {
-            return Err(Failure::usage(
-                "no service given: use --config FILE or --socket PATH".into(),
-            ))
-        }
+        (None, None) => match default_config() {
+            Some(config) => Client::from_config(&config)?,
+            None => {
+                return Err(Failure::usage(
+                    "no service given: use --config FILE or --socket PATH, or set \
+                     SHARDREP_CONFIG (/etc/shardrep holds no single configuration)"
+                        .into(),
+                ))
+            }
+        },
     };
     let json = cli.json;
     match cli.command {
