@@ -403,3 +403,63 @@ async fn read_only_commands_leave_no_trace_and_handback_has_nothing_to_do() {
     assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
     spec.remove(sb).await;
 }
+
+/// `reset --drop-catalog` removes every trace of the service on the
+/// replica after a handback; while the restart rows hold a takeover in
+/// force it is refused, changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_drop_catalog_after_a_handback_leaves_no_trace() {
+    let sb = sandbox();
+    let _lock = LOCK.lock().await;
+    stop_target_slave(sb).await;
+    sb.exec(TARGET, "CHANGE MASTER TO MASTER_USE_GTID = no")
+        .await;
+    let a = unique_schema("droptrace");
+    let start = master_position(sb).await;
+    create_table(sb, &a, 3).await;
+    let spec = ServiceSpec::new("droptrace", std::slice::from_ref(&a), &start);
+    let _guard = spec.drop_catalog_on_panic(sb);
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    wait_applied_to_master(sb, &spec).await;
+    ctl_ok(&spec, &["offline"]);
+    wait_state(&spec, "OFFLINE:NORMAL");
+    let catalogs = || async {
+        use mysql_async::prelude::Queryable;
+        sb.connect(TARGET)
+            .await
+            .exec_first::<u64, _, _>(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+                (spec.catalog(),),
+            )
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let name = spec.service.clone();
+    let (code, out, err) = ctl(&spec, &["reset", "--confirm", &name, "--drop-catalog"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("a takeover is in force") && err.contains("`shardrepctl handback` first"),
+        "{err}"
+    );
+    assert_eq!(catalogs().await, 1, "refused: nothing changed");
+    assert_eq!(
+        spec.restart_seqnos(sb).await.len(),
+        4,
+        "refused: the rows are there"
+    );
+    ctl_ok(&spec, &["handback"]);
+    let done = ctl_ok(
+        &spec,
+        &["--json", "reset", "--confirm", &name, "--drop-catalog"],
+    );
+    let done: Value = serde_json::from_str(&done).unwrap();
+    assert_eq!(done["catalogDropped"], spec.catalog().as_str(), "{done}");
+    assert_eq!(catalogs().await, 0, "the catalog is dropped");
+    assert!(!spec.dir.join("queue").exists(), "the queue is removed");
+    assert!(process.terminate(), "shardrep stops cleanly on SIGTERM");
+    common::service::drop_everywhere(sb, &[a]).await;
+    spec.remove(sb).await;
+    common::service::native_from_now(sb).await;
+}

@@ -167,6 +167,12 @@ enum Command {
         /// The service's name (`[service] name`), to confirm.
         #[arg(long, value_name = "SERVICE_NAME")]
         confirm: String,
+        /// Also drop the service's catalog schema on the replica (without
+        /// binary logging): with the queue gone too, no trace of the
+        /// service is left on the replica. Refused while its restart rows
+        /// hold a takeover in force: hand back first.
+        #[arg(long)]
+        drop_catalog: bool,
     },
     /// The service's source master (master failover).
     Source {
@@ -494,7 +500,13 @@ fn run(cli: Cli, out: &mut Output) -> Result<(), Failure> {
         Command::Handback { start_slave } => {
             out.value(&client.request(&Request::Handback { start_slave })?)
         }
-        Command::Reset { confirm } => out.value(&client.request(&Request::Reset { confirm })?),
+        Command::Reset {
+            confirm,
+            drop_catalog,
+        } => out.value(&client.request(&Request::Reset {
+            confirm,
+            drop_catalog,
+        })?),
         Command::Source {
             command:
                 SourceCommand::Set {

@@ -141,13 +141,14 @@ impl ControlHandler for ServiceHandler {
         Ok(result)
     }
 
-    fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
-        let done = self.service.reset(confirm)?;
+    fn reset(&self, confirm: &str, drop_catalog: bool) -> Result<Value, ControlError> {
+        let done = self.service.reset(confirm, drop_catalog)?;
         Ok(json!({
             "state": done.state,
             "queueRemoved": done.queue_removed.map(|dir| dir.display().to_string()),
             "restartRowsDeleted": done.restart_rows_deleted,
             "skippedDeleted": done.skipped_deleted,
+            "catalogDropped": done.catalog_dropped,
         }))
     }
 

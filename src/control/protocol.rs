@@ -169,6 +169,11 @@ pub enum Request {
     Reset {
         /// The service's name, typed by the operator to confirm.
         confirm: String,
+        /// `--drop-catalog`: also drop the catalog schema on the replica
+        /// (every trace of the service there), refused while restart
+        /// rows hold a takeover in force (hand back first).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        drop_catalog: bool,
     },
     /// `source set`: switch the service to another master of the same
     /// replication topology (a master failover) and resume there by

@@ -187,8 +187,8 @@ pub trait ControlHandler: Send + Sync {
     /// skips (native replication is not touched), refused unless
     /// `confirm` is the service's name and nothing runs; answer with what
     /// was removed.
-    fn reset(&self, confirm: &str) -> Result<Value, ControlError> {
-        let _ = confirm;
+    fn reset(&self, confirm: &str, drop_catalog: bool) -> Result<Value, ControlError> {
+        let _ = (confirm, drop_catalog);
         Err(ControlError::unsupported("reset"))
     }
 
@@ -826,7 +826,10 @@ pub fn dispatch(
         Request::LogList { low, high } => to_json(handler.log_list(low, high)?),
         Request::LogInfo => handler.log_info(),
         Request::Handback { start_slave } => handler.handback(start_slave),
-        Request::Reset { confirm } => handler.reset(&confirm),
+        Request::Reset {
+            confirm,
+            drop_catalog,
+        } => handler.reset(&confirm, drop_catalog),
         Request::SourceSet {
             host,
             port,

@@ -1641,7 +1641,7 @@ impl Service {
     /// [`ServiceError::Invalid`] unless `confirm` is the service's name;
     /// [`ServiceError::IllegalState`] unless it is offline with no run;
     /// [`ServiceError::Failed`] when the replica or the file system fails.
-    pub fn reset(&self, confirm: &str) -> Result<ResetDone, ServiceError> {
+    pub fn reset(&self, confirm: &str, drop_catalog: bool) -> Result<ResetDone, ServiceError> {
         let mut inner = self.lock();
         let name = &self.config.service.name;
         let catalog = self.config.catalog_schema();
@@ -1682,9 +1682,23 @@ impl Service {
                     .await
                     .map_err(|e| failed(format!("reset: {e}")))?
                     .unwrap_or(0);
+                if drop_catalog && rows > 0 {
+                    return Err(ServiceError::illegal_state(format!(
+                        "reset --drop-catalog removes every trace of the service after a \
+                         handback, but the replica holds {rows} restart row(s) of it in \
+                         {catalog}: a takeover is in force (native replication is stopped and \
+                         where it must resume is in them). `shardrepctl handback` first; or, \
+                         after a re-seed, `shardrepctl reset --confirm {name}` to forget them, \
+                         then --drop-catalog. Nothing was changed"
+                    )));
+                }
                 conn.query_drop_no_log(&catalog::restart_delete(&catalog))
                     .await
                     .map_err(|e| failed(format!("reset: clearing the restart rows: {e}")))?;
+            }
+            if drop_catalog {
+                let _ = conn.disconnect().await;
+                return Ok((rows, 0));
             }
             let skips = skipped::clear(&mut conn, &catalog)
                 .await
@@ -1702,6 +1716,25 @@ impl Service {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| failed(format!("reset: removing the queue {}: {e}", dir.display())))?;
         }
+        let catalog_dropped = if drop_catalog {
+            block_on(async {
+                let mut conn = mysql_async::Conn::new(super::replica_opts(&config))
+                    .await
+                    .map_err(|e| self.replica_conn_error(e))?;
+                conn.query_drop_no_log(&format!(
+                    "DROP DATABASE IF EXISTS {}",
+                    crate::mysql::quote_ident(&catalog)
+                ))
+                .await
+                .map_err(|e| failed(format!("reset: dropping the catalog {catalog}: {e}")))?;
+                let _ = conn.disconnect().await;
+                Ok::<_, ServiceError>(())
+            })??;
+            tracing::warn!(catalog = %catalog, "reset: the catalog schema is dropped");
+            Some(catalog.clone())
+        } else {
+            None
+        };
         inner.last_rows.clear();
         inner.last_stored = (None, None);
         inner.skipped.clear();
@@ -1725,6 +1758,7 @@ impl Service {
             queue_removed: queue_removed.then_some(dir),
             restart_rows_deleted: rows,
             skipped_deleted: skips,
+            catalog_dropped,
         })
     }
 }

@@ -86,8 +86,16 @@ fn requests_on_the_wire() {
     round_trip(
         Request::Reset {
             confirm: "sjc".into(),
+            drop_catalog: false,
         },
         r#"{"request":"reset","confirm":"sjc"}"#,
+    );
+    round_trip(
+        Request::Reset {
+            confirm: "sjc".into(),
+            drop_catalog: true,
+        },
+        r#"{"request":"reset","confirm":"sjc","dropCatalog":true}"#,
     );
     round_trip(
         Request::SourceSet {

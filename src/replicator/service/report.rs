@@ -268,4 +268,6 @@ pub struct ResetDone {
     pub restart_rows_deleted: u64,
     /// Recorded skips deleted from the catalog.
     pub skipped_deleted: u64,
+    /// The catalog schema dropped (`--drop-catalog`).
+    pub catalog_dropped: Option<String>,
 }
