@@ -1,4 +1,4 @@
-//! The module layers of `shared/DESIGN.md` §7: every `crate::` path in
+//! The module layers of `docs/src/design.md` §7: every `crate::` path in
 //! `src/` points to a module of the same or a lower layer, and two modules
 //! of one layer never use each other (no cycle). Reads the source as text
 //! (comment lines are skipped, so doc links may point anywhere); needs no
@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("shard", 2),
     ("xa", 2),
     ("inspect", 3),
+    ("grants", 3),
     ("extractor", 3),
     ("queue", 3),
     ("replica", 4),

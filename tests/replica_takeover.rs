@@ -675,6 +675,13 @@ async fn purged_under_the_sql_thread(sb: &Sandbox, by_gtid: bool) {
     let (old_file, old_pos) = master_status(&mut master).await;
     master.query_drop("FLUSH BINARY LOGS").await.unwrap();
     let (new_file, _) = master_status(&mut master).await;
+    // The IO thread past the rotation (else, by file:pos, it would ask
+    // for the purged file when native replication starts again).
+    common::wait_until("the IO thread reads the new binlog", CATCH_UP, || async {
+        (replica_status(sb).await.master_log_file == new_file).then_some(())
+    })
+    .await
+    .unwrap();
     // PURGE keeps a file the asynchronous binlog checkpoint still needs.
     common::wait_binlog_checkpoint_settled(&mut master).await;
     master
@@ -707,6 +714,10 @@ async fn purged_under_the_sql_thread(sb: &Sandbox, by_gtid: bool) {
             sb.port(Server::Master)
         )
     );
-    let s = replica_status(sb).await;
-    assert!(s.sql_running, "restarted: {s:?}");
+    common::wait_until("native replication restarted", CATCH_UP, || async {
+        let s = replica_status(sb).await;
+        (s.sql_running && s.io_running == "Yes").then_some(())
+    })
+    .await
+    .unwrap();
 }

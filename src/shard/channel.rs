@@ -403,10 +403,20 @@ mod tests {
         assert!(list.is_critical("billing", &map));
         assert!(list.is_critical(UNKNOWN_SHARD, &map));
         assert!(!list.is_critical("acme", &map));
-        // With one channel, acme=0 and pinnacle=1: channel 1 is out of range.
+        // With one channel, acme=0 and pinnacle=1: channel 1 is out of range
+        // (the file's first line with a channel above 0).
+        let line = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .position(|l| !l.starts_with('#') && l.trim_end().ends_with("=1"))
+            .unwrap()
+            + 1;
         let e = ChannelAssignment::load(path, 1).unwrap_err().to_string();
         assert!(
-            e.ends_with("invalid shard list:\n  line 9: channel 1 is out of range: 1 channels are numbered 0 to 0"),
+            e.ends_with(&format!(
+                "invalid shard list:\n  line {line}: channel 1 is out of range: 1 channels are \
+                 numbered 0 to 0"
+            )),
             "{e}"
         );
     }
