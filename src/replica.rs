@@ -1270,9 +1270,9 @@ fn stale_position(e: &ReplicaError) -> bool {
 
 /// `START SLAVE`, then waits (at most [`REFRESH_TIMEOUT`]) until the SQL
 /// thread reports another executed position than `stale`'s, as it does
-/// when it starts from `gtid_slave_pos`, and has executed what the IO
-/// thread read (or 2 s have passed since it moved); the caller stops it
-/// again.
+/// when it starts from `gtid_slave_pos` (the master's first event names
+/// the position); the caller stops it again at once, so that native
+/// replication applies as little as it can.
 ///
 /// # Errors
 /// A text saying why not: native replication stopped with an error, or
@@ -1286,7 +1286,6 @@ async fn refresh_position(
         .await
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let mut moved_at: Option<Instant> = None;
     loop {
         let s = configured_status(replica)
             .await
@@ -1300,15 +1299,10 @@ async fn refresh_position(
         let moved = (s.relay_master_log_file.as_str(), s.exec_master_log_pos)
             != (stale.file.as_str(), stale.pos)
             && !s.relay_master_log_file.is_empty();
-        let caught_up = s.master_log_file == s.relay_master_log_file
-            && s.read_master_log_pos == s.exec_master_log_pos;
         if moved && s.sql_running {
-            // Caught up with what the master sent, or (a busy master) a
-            // while after the first move.
-            let since = *moved_at.get_or_insert_with(Instant::now);
-            if caught_up || since.elapsed() >= Duration::from_secs(2) {
-                return Ok(());
-            }
+            // At once: native replication should apply as little as it can
+            // before the takeover.
+            return Ok(());
         }
         if started.elapsed() >= REFRESH_TIMEOUT {
             return Err(format!(

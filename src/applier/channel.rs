@@ -74,7 +74,7 @@ pub use binlog::{
 };
 pub use fragments::FragmentSource;
 pub use in_order::{binlog_has, binlog_state};
-pub use non_transactional::NOT_RUN_AGAIN_PREFIX;
+pub use non_transactional::{NOT_RUN_AGAIN_PREFIX, SPLIT_GROUP_PREFIX};
 use outcome::{records, seqno_span};
 pub use plain::{
     LOST_TEMPORARY_TABLE_PREFIX, MAYBE_LOST_TEMPORARY_TABLE_PREFIX, NOT_UNDER_SQL_METHOD_PREFIX,
@@ -944,6 +944,7 @@ impl Channel {
             // statement, whose tables are not looked at here).
             let (txn, epoch) = todo[0];
             self.wait_turn(txn, *epoch, false).await?;
+            self.refuse_split_group(txn).await?;
         }
         if !self.in_order() {
             let (first, epoch) = todo[0];

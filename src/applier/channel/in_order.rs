@@ -297,6 +297,70 @@ impl Channel {
         }
     }
 
+    /// A master transaction whose row events change a non-transactional
+    /// table and a transactional one in one group (a trigger, a
+    /// multi-table statement, autocommit on the master): a client session
+    /// can only binlog it as two groups, the non-transactional part at its
+    /// statement's end under the master's GTID and the rest under the next
+    /// sequence number, which the master's next transaction has too
+    /// (checked on MariaDB 10.11: inside START TRANSACTION and in
+    /// autocommit alike; native replication's applier keeps the group
+    /// whole). Under `gtid_strict_mode` that next transaction would be
+    /// refused (1950): refused here, before anything runs, with the way
+    /// out; without it the split is logged.
+    ///
+    /// # Errors
+    /// The definite error of the refusal.
+    pub(super) async fn refuse_split_group(&mut self, txn: &Transaction) -> Attempt {
+        if self.settings.method != crate::config::ApplyMethod::Binlog
+            || !super::batch::rows_only(txn)
+            || txn.gtid.is_none()
+        {
+            return Ok(());
+        }
+        let Some(table) = self.mixed_engines(txn).await else {
+            return Ok(());
+        };
+        let gtid = txn.gtid.expect("checked");
+        let strict: Option<u8> = self
+            .conn
+            .query_first("SELECT @@GLOBAL.gtid_strict_mode")
+            .await
+            .unwrap_or(None);
+        if strict != Some(1) {
+            tracing::warn!(
+                channel = self.settings.channel.get(),
+                seqno = txn.seqno.get(),
+                gtid = %gtid,
+                table = %table,
+                "a master transaction that changes a non-transactional table and a \
+                 transactional one in one group is binlogged on the replica as two groups (the \
+                 second under the next sequence number, which the master's next transaction \
+                 also takes): replicas of this replica apply both"
+            );
+            return Ok(());
+        }
+        let seqno = txn.seqno.get();
+        Err(self.unplanned(
+            txn,
+            format!(
+                "{}{seqno} (GTID {gtid}) changes {table} and a transactional table in one \
+                 group. shardrep's session can only binlog it as two groups: the \
+                 non-transactional part under {gtid}, the rest under the next sequence number, \
+                 which the master's next transaction has too, and gtid_strict_mode = ON would \
+                 then refuse that one (error 1950); native replication's applier keeps such a \
+                 group whole. Nothing of it was applied. Way out: `SET GLOBAL gtid_strict_mode \
+                 = 0` on the replica, then `shardrepctl online` (the replica's binlog then holds \
+                 the next sequence number twice; replicas of this replica apply both), and set \
+                 it back once the service has passed seqno {seqno}; or hand back to native \
+                 replication before it: `shardrepctl online --until-seqno {}`, then \
+                 `shardrepctl handback` and START SLAVE",
+                super::SPLIT_GROUP_PREFIX,
+                seqno.saturating_sub(1)
+            ),
+        ))
+    }
+
     /// Marks seqno `seqno` in this channel's restart row as rolled back
     /// although its GTID is in the replica's binlog (a non-transactional
     /// change ran: MariaDB binlogs it with a ROLLBACK), not binlogged;
@@ -329,8 +393,8 @@ impl Channel {
         format!(
             ". Under binlog_gtids = \"master\", when that change took effect, the replica's \
              binlog holds this transaction's master GTID (MariaDB binlogs the \
-             non-transactional change of a rolled-back transaction, with a ROLLBACK; SHOW \
-             BINLOG EVENTS tells), so replicas of this replica received that change; applying \
+             non-transactional change of a rolled-back transaction as a group of its own; \
+             SHOW BINLOG EVENTS tells), so replicas of this replica received that change; applying \
              the transaction again then binlogs its GTID a second time, which \
              gtid_strict_mode = ON refuses (error 1950): there, apply its other changes by \
              hand with sql_log_bin = 0 and skip it{mark}"

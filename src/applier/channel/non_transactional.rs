@@ -31,6 +31,11 @@ use crate::event::{Change, Transaction};
 /// ran: the message says what to do (the way out adds nothing).
 pub const NOT_RUN_AGAIN_PREFIX: &str = "not run again: seqno ";
 
+/// How the error of a master transaction that a client session could only
+/// binlog as two GTID groups begins (under `binlog_gtids = "master"` with
+/// `gtid_strict_mode`); its message names the way out.
+pub const SPLIT_GROUP_PREFIX: &str = "one master transaction, two binlog groups: seqno ";
+
 /// `ER_WARNING_NOT_COMPLETE_ROLLBACK`: a ROLLBACK left changes of
 /// non-transactional tables in place.
 const ER_WARNING_NOT_COMPLETE_ROLLBACK: u16 = 1196;
@@ -64,6 +69,36 @@ impl Channel {
             }
         }
         false
+    }
+
+    /// The first non-transactional table `txn` changes, when it also
+    /// changes a transactional one (both looked up; `None` otherwise or
+    /// when a table cannot be looked up now).
+    pub(super) async fn mixed_engines(&mut self, txn: &Transaction) -> Option<String> {
+        self.refresh_tables();
+        let (mut non_transactional, mut transactional) = (None, false);
+        for change in &txn.changes {
+            let Change::Rows(rows) = change else {
+                continue;
+            };
+            let info = txn.table_of(rows);
+            if crate::shard::is_catalog_table(&info.schema, &info.table) {
+                continue;
+            }
+            let table = self.tables.lookup(&mut self.conn, info).await.ok()?;
+            match &table.non_transactional {
+                Some(engine) if non_transactional.is_none() => {
+                    non_transactional = Some(format!(
+                        "{}.{} (engine {engine})",
+                        crate::mysql::quote_ident(&info.schema),
+                        crate::mysql::quote_ident(&info.table)
+                    ));
+                }
+                Some(_) => {}
+                None => transactional = true,
+            }
+        }
+        non_transactional.filter(|_| transactional)
     }
 
     /// Rolls the open transaction back; returns what the replica said was

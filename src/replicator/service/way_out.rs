@@ -106,7 +106,9 @@ pub(super) fn way_out(
                 || e.message
                     .contains(crate::applier::channel::NOT_UNDER_SQL_METHOD_PREFIX)
                 || e.message
-                    .starts_with(crate::applier::channel::MAYBE_LOST_TEMPORARY_TABLE_PREFIX) =>
+                    .starts_with(crate::applier::channel::MAYBE_LOST_TEMPORARY_TABLE_PREFIX)
+                || e.message
+                    .starts_with(crate::applier::channel::SPLIT_GROUP_PREFIX) =>
         {
             None
         }
