@@ -675,5 +675,22 @@ async fn a_temporary_table_lost_with_a_restart_says_so_and_the_way_out_works() {
     run(&mut m, "INSERT INTO r VALUES (3, 'after')").await;
     drop(m);
     assert_equal_and_online(sb, &spec, &a, &b).await;
+    // A session without a default schema: its DROP of a temporary table
+    // lost with a restart names the table with its schema, and runs.
+    let mut n = sb.connect(Server::Master).await;
+    run(&mut n, "SET SESSION binlog_format = 'MIXED'").await;
+    run(
+        &mut n,
+        &format!("CREATE TEMPORARY TABLE {qa}.tmp2 (id INT PRIMARY KEY)"),
+    )
+    .await;
+    wait_applied_to_master(sb, &spec).await;
+    process.kill();
+    let mut process = spec.spawn(sb, false);
+    wait_for_socket(&spec, &mut process);
+    run(&mut n, &format!("DROP TEMPORARY TABLE {qa}.tmp2")).await;
+    run(&mut n, &format!("INSERT INTO {qa}.r VALUES (4, 'last')")).await;
+    drop(n);
+    assert_equal_and_online(sb, &spec, &a, &b).await;
     cleanup(sb, &spec, process, &[a, b]).await;
 }

@@ -301,7 +301,10 @@ impl Channel {
                 }
             }
         }
-        if let (None, Some(db)) = (&instead, &statement.default_schema) {
+        if instead.is_none() {
+            // (Without a default schema, only a DROP naming its tables
+            // with their schema is read: `temp_op` needs the schema.)
+            let db = statement.default_schema.as_deref().unwrap_or("");
             // A DROP TEMPORARY TABLE of a table this session does not hold
             // here (lost with an earlier connection, or created before this
             // run began) drops nothing: it runs with IF EXISTS, as the
@@ -310,7 +313,7 @@ impl Channel {
             // DROP of a temporary table without IF EXISTS).
             if let Some(TempOp::Drop {
                 tables: dropped, ..
-            }) = temp_op(&statement.sql, Some(db))
+            }) = temp_op(&statement.sql, statement.default_schema.as_deref())
             {
                 if not_held.as_ref().is_some_and(|n| !n.is_empty()) {
                     instead = qualified_temporary_drop(&statement.sql, db, true);
