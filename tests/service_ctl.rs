@@ -1526,6 +1526,7 @@ async fn a_purged_binlog_error_is_left_by_reset_and_a_new_start() {
             "state": "OFFLINE:NORMAL",
             "queueRemoved": spec.dir.join("queue").display().to_string(),
             "restartRowsDeleted": 4,
+            "catalogDropped": null,
             "skippedDeleted": 0,
         })
     );
