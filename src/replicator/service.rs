@@ -642,6 +642,9 @@ impl Service {
         }
         // What this run applied, for the line logged as it ends.
         let mut run_applied = ApplyTotals::default();
+        if let Some(mode) = *observer.binlog_gtids.lock().expect("observer") {
+            inner.binlog_gtids = mode;
+        }
         if let Some(progress) = observer.progress.lock().expect("observer").as_ref() {
             inner.apply_totals.add(progress);
             run_applied.add(progress);

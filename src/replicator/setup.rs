@@ -82,6 +82,10 @@ pub(super) fn prepare_catalog(
             })?;
         super::apply_method::check_apply_method(config, &mut conn).await?;
         let binlog = super::gtid_topology::check_binlog_gtids(config, &mut conn).await?;
+        // Resolved: status shows it even if the start fails after this.
+        if let Some(o) = &options.observer {
+            *o.binlog_gtids.lock().expect("observer") = Some(binlog.mode);
+        }
         let existed =
             first_start::master_answers_before_catalog(config, &mut conn, catalog).await?;
         let rows = restart::prepare(&mut conn, catalog, config.apply.channels).await?;
