@@ -46,17 +46,7 @@ impl Drop for Restore {
                 ),
             ),
         ] {
-            let _ = std::process::Command::new("mariadb")
-                .args([
-                    "--no-defaults",
-                    "-h127.0.0.1",
-                    &format!("-P{}", sb.port(server)),
-                    &format!("-u{}", sb.user),
-                    &format!("-p{}", sb.password),
-                    "-e",
-                    &sql,
-                ])
-                .output();
+            sb.exec_best_effort(server, &sql);
         }
     }
 }

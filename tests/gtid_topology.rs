@@ -170,19 +170,7 @@ struct TopologyGuard;
 impl Drop for TopologyGuard {
     fn drop(&mut self) {
         let sb = sandbox();
-        let run = |server: Server, sql: &str| {
-            let _ = std::process::Command::new("mariadb")
-                .args([
-                    "--no-defaults",
-                    "-h127.0.0.1",
-                    &format!("-P{}", sb.port(server)),
-                    &format!("-u{}", sb.user),
-                    &format!("-p{}", sb.password),
-                    "-e",
-                    sql,
-                ])
-                .output();
-        };
+        let run = |server: Server, sql: &str| sb.exec_best_effort(server, sql);
         run(TARGET, "SET GLOBAL gtid_strict_mode = OFF");
         run(CHAINED, "STOP SLAVE");
     }

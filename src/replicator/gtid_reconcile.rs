@@ -228,14 +228,19 @@ mod tests {
     use super::*;
     use crate::position::ChannelId;
 
-    #[test]
-    fn a_binlog_reset_after_the_rows_is_seen() {
+    /// Two channels' rows at seqnos 40 and 41, GTIDs 0-1-140/141 and 5-1-7.
+    fn two_rows() -> [RestartRow; 2] {
         let row = |channel: u16, seqno: u64, gtid: &str| RestartRow {
             seqno: Some(Seqno(seqno)),
             gtid: gtid.parse().unwrap(),
             ..RestartRow::empty(ChannelId::recorded(channel))
         };
-        let rows = [row(0, 40, "0-1-140,5-1-7"), row(1, 41, "0-1-141,5-1-7")];
+        [row(0, 40, "0-1-140,5-1-7"), row(1, 41, "0-1-141,5-1-7")]
+    }
+
+    #[test]
+    fn a_binlog_reset_after_the_rows_is_seen() {
+        let rows = two_rows();
         assert!(binlog_behind("0-1-150,5-1-9,0-3-2", &rows).is_empty());
         assert_eq!(binlog_behind("0-1-20", &rows), ["0-1-141", "5-1-7"]);
         assert_eq!(binlog_behind("", &rows), ["0-1-141", "5-1-7"]);
@@ -243,12 +248,7 @@ mod tests {
 
     #[test]
     fn another_servers_gtid_ahead_in_a_domain_is_seen() {
-        let row = |channel: u16, seqno: u64, gtid: &str| RestartRow {
-            seqno: Some(Seqno(seqno)),
-            gtid: gtid.parse().unwrap(),
-            ..RestartRow::empty(ChannelId::recorded(channel))
-        };
-        let rows = [row(0, 40, "0-1-140,5-1-7"), row(1, 41, "0-1-141,5-1-7")];
+        let rows = two_rows();
         // The master's own GTIDs beyond the rows, another server's behind,
         // a domain the rows do not know: nothing.
         assert!(binlog_ahead("0-1-150,0-3-100,5-1-9,7-3-900", &rows).is_empty());

@@ -168,6 +168,23 @@ impl Sandbox {
             .unwrap_or_else(|e| panic!("{}: {e}\n{sql}", server.name()));
     }
 
+    /// Runs `sql` on `server` with the `mariadb` client, ignoring the
+    /// outcome: for `Drop` guards that put a server back even when a test
+    /// panics (no async runtime there).
+    pub fn exec_best_effort(&self, server: Server, sql: &str) {
+        let _ = std::process::Command::new("mariadb")
+            .args([
+                "--no-defaults",
+                &format!("-h{}", self.host),
+                &format!("-P{}", self.port(server)),
+                &format!("-u{}", self.user),
+                &format!("-p{}", self.password),
+                "-e",
+                sql,
+            ])
+            .output();
+    }
+
     /// A new connection to `server`; panics naming the server when it fails.
     pub async fn connect(&self, server: Server) -> Conn {
         Conn::new(self.opts(server))
